@@ -1,0 +1,213 @@
+//! The guard: a small file beside a lock that serialises every change to it.
+//!
+//! Why a guard. A file-system lock is created atomically (`link`, `mkdir`),
+//! but *breaking* a stale one is "read the record, judge it, remove it", and no
+//! system call does that as one step. If breakers and creators do not exclude
+//! each other, two breakers that judged the same stale record both remove
+//! something, and the second removes the fresh lock the first one just made
+//! (LockFile::Simple's BUGS section; the seed-001 mkdir lock). The guard is a
+//! `flock(2)` on `<lock>.guard`, held for the few system calls of one
+//! create, break, prolong or release, never for the caller's critical section.
+//! Because every change to the lock path happens under it, "remove exactly the
+//! record that was judged stale" is a read and an unlink inside one guard
+//! section, and two breakers can never both get in.
+//!
+//! The guard file also keeps what must outlive any single lock record: the
+//! last fencing token handed out, and the time before which a released lock
+//! stays closed (cooldown). It is one fixed-size line, rewritten with one
+//! `pwrite` while the guard is held, so it is never seen half-written.
+//!
+//! The guard file is never deleted: a process holding the flock on an
+//! unlinked guard would exclude nobody. If an operator or a tmp cleaner
+//! deletes it anyway, [`lock_guard`] notices (the path no longer names the
+//! inode it locked) and locks the new file instead.
+
+use core::fmt::Write;
+use core::time::Duration;
+
+use crate::clock::{MonoTime, WallTime};
+use crate::error::{CorruptKind, Error};
+use crate::sys::{self, CPath, Fd, FlockOp};
+use crate::text::{parse_i64, parse_u64, FixedText};
+
+/// Size of the guard record: one line, padded with spaces.
+pub const GUARD_RECORD_LEN: usize = 96;
+
+/// How long one operation waits for a guard before reporting the lock busy.
+/// Guards are held for microseconds; only a holder stopped inside its guard
+/// section (SIGSTOP, a debugger) makes this run out.
+const GUARD_PATIENCE: Duration = Duration::from_millis(250);
+
+/// What the guard file remembers about its lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GuardState {
+    /// The last fencing token handed out for this lock.
+    pub fence: u64,
+    /// A released lock stays closed until then.
+    pub cooldown_until: Option<WallTime>,
+}
+
+impl GuardState {
+    pub fn encode(&self) -> FixedText<GUARD_RECORD_LEN> {
+        let mut out = FixedText::new();
+        let cooldown = self.cooldown_until.map_or(0, WallTime::unix_nanos);
+        // Bounded numbers: the line always fits; the tests check the length.
+        let _ = write!(out, "lockguard 1 fence {} cooldown {}", self.fence, cooldown);
+        let _ = out.pad_to(GUARD_RECORD_LEN - 1, b' ');
+        let _ = out.push_bytes(b"\n");
+        out
+    }
+
+    pub fn parse(bytes: &[u8]) -> Result<GuardState, Error> {
+        let corrupt = Error::Corrupt(CorruptKind::GuardState);
+        if bytes.is_empty() {
+            return Ok(GuardState::default());
+        }
+        if bytes.len() != GUARD_RECORD_LEN || bytes[GUARD_RECORD_LEN - 1] != b'\n' {
+            return Err(corrupt);
+        }
+        let line = &bytes[..GUARD_RECORD_LEN - 1];
+        let end = line.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+        let mut words = line[..end].split(|&b| b == b' ');
+        let mut expect = |word: &[u8]| if words.next() == Some(word) { Ok(()) } else { Err(corrupt) };
+        expect(b"lockguard")?;
+        expect(b"1")?;
+        expect(b"fence")?;
+        let fence = words.next().and_then(parse_u64).ok_or(corrupt)?;
+        if words.next() != Some(b"cooldown") {
+            return Err(corrupt);
+        }
+        let cooldown = words.next().and_then(parse_i64).ok_or(corrupt)?;
+        if words.next().is_some() {
+            return Err(corrupt);
+        }
+        Ok(GuardState {
+            fence,
+            cooldown_until: (cooldown != 0).then(|| WallTime::from_unix_nanos(cooldown)),
+        })
+    }
+
+    /// Whether a cooldown keeps the lock closed at `now`.
+    pub fn cooling_down(&self, now: WallTime) -> bool {
+        self.cooldown_until.is_some_and(|until| now < until)
+    }
+}
+
+/// A guard file opened by this process, kept open between operations.
+#[derive(Debug)]
+pub struct GuardFile {
+    path: CPath,
+    /// The descriptor and the pid that opened it. A child of `fork()` shares
+    /// the parent's open file description, and flock belongs to the
+    /// description, so a child that reused it would "hold" the guard whenever
+    /// its parent does: it must open its own.
+    open: Option<(Fd, i32)>,
+    mode: libc::mode_t,
+}
+
+impl GuardFile {
+    pub fn new(path: CPath, mode: libc::mode_t) -> GuardFile {
+        GuardFile { path, open: None, mode }
+    }
+
+    pub fn path(&self) -> &CPath {
+        &self.path
+    }
+
+    /// Takes the guard, waiting at most [`GUARD_PATIENCE`].
+    pub fn lock(&mut self) -> Result<HeldGuard<'_>, Error> {
+        let give_up = MonoTime::now().saturating_add(GUARD_PATIENCE);
+        let mut pause = Duration::from_micros(20);
+        let pid = sys::getpid();
+        loop {
+            if self.open.as_ref().map_or(true, |&(_, opener)| opener != pid) {
+                let fd = sys::open(&self.path, libc::O_RDWR | libc::O_CREAT, self.mode).map_err(Error::from_path_errno)?;
+                if !sys::fstat(&fd).map_err(Error::Os)?.is_file() {
+                    return Err(Error::NotALock);
+                }
+                self.open = Some((fd, pid));
+            }
+            let Some((fd, _)) = self.open.as_ref() else { continue };
+            if sys::try_flock(fd, FlockOp::Exclusive).map_err(Error::Os)? {
+                // The path must still name the inode we locked; otherwise the
+                // file was deleted or replaced and our flock excludes nobody.
+                let locked = sys::fstat(fd).map_err(Error::Os)?;
+                match sys::lstat(&self.path) {
+                    Ok(now) if now.same_file(&locked) => break,
+                    _ => {
+                        self.open = None;
+                        continue;
+                    }
+                }
+            }
+            if MonoTime::now() >= give_up {
+                return Err(Error::Busy);
+            }
+            sys::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+        let Some((fd, _)) = self.open.as_ref() else { unreachable!("opened above") };
+        let mut bytes = [0u8; GUARD_RECORD_LEN + 1];
+        let result = sys::pread_full(fd, &mut bytes, 0)
+            .map_err(Error::Os)
+            .and_then(|n| GuardState::parse(&bytes[..n]));
+        match result {
+            Ok(state) => Ok(HeldGuard { fd, state }),
+            Err(e) => {
+                let _ = sys::try_flock(fd, FlockOp::Unlock);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The guard, held; released on drop.
+#[must_use = "the guard is released as soon as this is dropped"]
+#[derive(Debug)]
+pub struct HeldGuard<'a> {
+    fd: &'a Fd,
+    pub state: GuardState,
+}
+
+impl HeldGuard<'_> {
+    /// Writes `state` back in one `pwrite`.
+    pub fn store(&mut self) -> Result<(), Error> {
+        sys::pwrite_all(self.fd, self.state.encode().as_bytes(), 0).map_err(Error::Os)
+    }
+}
+
+impl Drop for HeldGuard<'_> {
+    fn drop(&mut self) {
+        let _ = sys::try_flock(self.fd, FlockOp::Unlock);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_state_round_trips_at_fixed_length() {
+        let state = GuardState {
+            fence: u64::MAX,
+            cooldown_until: Some(WallTime::from_unix_nanos(i64::MIN + 1)),
+        };
+        let text = state.encode();
+        assert_eq!(text.as_bytes().len(), GUARD_RECORD_LEN);
+        assert_eq!(GuardState::parse(text.as_bytes()), Ok(state));
+        assert_eq!(GuardState::parse(b""), Ok(GuardState::default()));
+    }
+
+    #[test]
+    fn damaged_guard_state_is_corrupt() {
+        let text = GuardState { fence: 5, cooldown_until: None }.encode();
+        let bytes = text.as_bytes();
+        let corrupt = Err(Error::Corrupt(CorruptKind::GuardState));
+        assert_eq!(GuardState::parse(&bytes[..40]), corrupt);
+        let mut flipped = [0u8; GUARD_RECORD_LEN];
+        flipped.copy_from_slice(bytes);
+        flipped[18] = b'x';
+        assert_eq!(GuardState::parse(&flipped), corrupt);
+        assert_eq!(GuardState::parse(&[b' '; GUARD_RECORD_LEN]), corrupt);
+    }
+}

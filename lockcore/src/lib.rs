@@ -1,0 +1,68 @@
+//! # lockcore
+//!
+//! Locks that keep a critical section to one process at a time, on one host
+//! or across hosts sharing a file system, with no standard library and no
+//! allocation: every buffer has a fixed size, every system call goes through
+//! [`sys`], and nothing here can panic on any input.
+//!
+//! ```no_run
+//! use core::time::Duration;
+//! use lockcore::{Lock, ReleaseOutcome};
+//!
+//! let mut lock = Lock::open(b"lockfile:/srv/board/data.txt?ttl=30s")?;
+//! let held = lock.acquire(Some(Duration::from_secs(5)))?;
+//! // read data.txt, change it, write it back; pass `held.fence` to storage
+//! match lock.release(Duration::ZERO)? {
+//!     ReleaseOutcome::Released => {}
+//!     ReleaseOutcome::Expired => { /* we overran the TTL; nobody noticed */ }
+//!     ReleaseOutcome::Lost => { /* someone broke our lock: our writes raced */ }
+//! }
+//! # Ok::<(), lockcore::Error>(())
+//! ```
+//!
+//! ## The model
+//! * A lock is named by a **spec** (`scheme:target?key=value&...`, see [`spec`]).
+//! * An **owner** is host, boot id, pid and process start time ([`owner`]);
+//!   each acquisition adds a random nonce, so a record names one acquisition.
+//! * Every acquisition gets a **fencing token**, strictly increasing per lock.
+//! * **Stale** locks (expired, or a provably dead owner) are broken by the
+//!   acquirer that judged them, atomically ([`guard`]).
+//! * **Waiting** is a deadline with jittered backoff ([`wait`]).
+//! * Release and prolong tell apart done, **expired** and **lost**.
+//!
+//! ## Adding a strategy
+//! 1. Add a file in `src/strategy/` with a type that implements
+//!    [`Strategy`]; read its contract first. Make no system call except
+//!    through [`sys`] (add a wrapper there if one is missing).
+//! 2. Keep every change to the lock path under a guard section if the
+//!    mechanism cannot judge-and-break atomically on its own.
+//! 3. Give it a [`spec::Scheme`] variant, the keys it accepts in
+//!    `Scheme::accepts`, and a variant of the handle's dispatch in `lock.rs`.
+//! 4. Add its result-code mapping (if it has new errors) in `lockffi`, its
+//!    spec to the C tests' strategy list and to the torture harness.
+
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod clock;
+pub mod error;
+pub mod guard;
+mod lock;
+pub mod owner;
+pub mod record;
+pub mod spec;
+pub mod strategy;
+pub mod sys;
+pub mod text;
+pub mod wait;
+
+pub use clock::{MonoTime, WallTime};
+pub use error::{CorruptKind, Error, SpecError, SpecErrorKind};
+pub use lock::{Acquired, Lock, LockGuard};
+pub use owner::{Liveness, Nonce, Owner};
+pub use spec::{Scheme, Spec};
+pub use strategy::{Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};

@@ -1,0 +1,406 @@
+//! Who holds a lock, and whether that holder still exists.
+//!
+//! An owner is named by host name, boot id, pid and process start time; each
+//! acquisition adds a 128-bit random [`Nonce`]. Together they are unique across
+//! hosts, reboots and PID reuse. Liveness is judged only where it can be
+//! proven: on the same host *and* the same boot, by pid *and* start time
+//! (a pid alone is reused; a pid on another host means nothing here). A zombie
+//! counts as dead: it can no longer touch the resource.
+
+use core::fmt;
+
+use crate::clock::WallTime;
+use crate::error::Error;
+use crate::sys::{self, CPath, Errno};
+
+/// Longest host name kept (Linux `HOST_NAME_MAX`).
+pub const HOST_CAPACITY: usize = 64;
+
+/// A host name as `gethostname(2)` reports it, restricted to printable
+/// characters other than `:` and whitespace so that it fits in a record line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct HostName {
+    buf: [u8; HOST_CAPACITY],
+    len: u8,
+}
+
+impl HostName {
+    /// A host name from record bytes; `None` if empty, too long, or holding
+    /// bytes that no host name of ours contains.
+    pub fn from_bytes(bytes: &[u8]) -> Option<HostName> {
+        if bytes.is_empty() || bytes.len() > HOST_CAPACITY || !bytes.iter().all(|&b| is_host_byte(b)) {
+            return None;
+        }
+        let mut buf = [0; HOST_CAPACITY];
+        buf[..bytes.len()].copy_from_slice(bytes);
+        Some(HostName {
+            buf,
+            len: bytes.len() as u8,
+        })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+
+    fn current() -> HostName {
+        let mut raw = [0u8; HOST_CAPACITY + 1];
+        let len = sys::gethostname(&mut raw).unwrap_or(0).min(HOST_CAPACITY);
+        let mut buf = [0u8; HOST_CAPACITY];
+        for (dst, &src) in buf.iter_mut().zip(&raw[..len]) {
+            *dst = if is_host_byte(src) { src } else { b'_' };
+        }
+        if len == 0 {
+            buf[..9].copy_from_slice(b"localhost");
+            return HostName { buf, len: 9 };
+        }
+        HostName { buf, len: len as u8 }
+    }
+}
+
+fn is_host_byte(b: u8) -> bool {
+    b.is_ascii_graphic() && b != b':'
+}
+
+impl fmt::Debug for HostName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", core::str::from_utf8(self.as_bytes()).unwrap_or("?"))
+    }
+}
+
+/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): a pid and a start
+/// time mean something only within one boot.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct BootId(pub [u8; 16]);
+
+impl BootId {
+    fn current() -> Option<BootId> {
+        let mut text = [0u8; 37];
+        let n = read_proc_file(b"/proc/sys/kernel/random/boot_id", &mut text).ok()?;
+        BootId::parse_uuid(&text[..n])
+    }
+
+    /// Parses the canonical `8-4-4-4-12` hex form, with or without a newline.
+    pub fn parse_uuid(text: &[u8]) -> Option<BootId> {
+        let text = text.strip_suffix(b"\n").unwrap_or(text);
+        let mut out = [0u8; 16];
+        let mut nibbles = 0;
+        for &b in text {
+            if b == b'-' {
+                continue;
+            }
+            let v = hex_value(b)?;
+            if nibbles == 32 {
+                return None;
+            }
+            out[nibbles / 2] |= v << if nibbles % 2 == 0 { 4 } else { 0 };
+            nibbles += 1;
+        }
+        (nibbles == 32).then_some(BootId(out))
+    }
+}
+
+impl fmt::Debug for BootId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// A process on this host: its pid and its start time in clock ticks since
+/// boot (field 22 of `/proc/PID/stat`), which a reused pid does not share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessId {
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+/// The identity of a lock holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub host: HostName,
+    /// `None` where the kernel does not expose a boot id; such an owner's
+    /// liveness is never judged.
+    pub boot: Option<BootId>,
+    pub process: ProcessId,
+}
+
+impl Owner {
+    /// The calling process.
+    pub fn current() -> Result<Owner, Error> {
+        let pid = sys::getpid();
+        let start_ticks = match read_process_stat(pid) {
+            Ok(stat) => stat.start_ticks,
+            // Without /proc no owner can be judged by start time; record 0
+            // and let `judge` answer Unknown rather than guess by pid.
+            Err(_) => 0,
+        };
+        Ok(Owner {
+            host: HostName::current(),
+            boot: BootId::current(),
+            process: ProcessId { pid, start_ticks },
+        })
+    }
+
+    /// Whether `other` is provably alive, provably dead, or out of our sight.
+    pub fn judge(&self, other: &Owner) -> Liveness {
+        if other.host != self.host || other.boot.is_none() || other.boot != self.boot {
+            return Liveness::Unknown;
+        }
+        if self.process.start_ticks == 0 || other.process.start_ticks == 0 {
+            return Liveness::Unknown;
+        }
+        match read_process_stat(other.process.pid) {
+            Ok(stat) if stat.is_zombie() => Liveness::Dead,
+            Ok(stat) if stat.start_ticks != other.process.start_ticks => Liveness::Dead,
+            Ok(_) => Liveness::Alive,
+            Err(Errno::ENOENT) | Err(Errno::ESRCH) => Liveness::Dead,
+            Err(_) => Liveness::Unknown,
+        }
+    }
+
+    /// Liveness of a holder known only by pid (a LockFile::Simple record),
+    /// whose record was written at `written_at`. The pid is alive only if a
+    /// process with it exists *and* started before the record was written;
+    /// one that started later is a reuse of the pid.
+    pub fn judge_foreign(&self, pid: i32, host: Option<&HostName>, written_at: WallTime) -> Liveness {
+        if host.is_some_and(|h| *h != self.host) || pid <= 0 || self.process.start_ticks == 0 {
+            return Liveness::Unknown;
+        }
+        let stat = match read_process_stat(pid) {
+            Ok(stat) => stat,
+            Err(Errno::ENOENT) | Err(Errno::ESRCH) => return Liveness::Dead,
+            Err(_) => return Liveness::Unknown,
+        };
+        if stat.is_zombie() {
+            return Liveness::Dead;
+        }
+        // Ticks are coarse (10 ms) and the two clocks are read apart; one
+        // second of slack keeps a live writer from being declared a reuse.
+        let started_at = process_start_wall_time(stat.start_ticks);
+        if started_at > written_at.saturating_add(core::time::Duration::from_secs(1)) {
+            Liveness::Dead
+        } else {
+            Liveness::Alive
+        }
+    }
+}
+
+/// The verdict on a lock holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    Alive,
+    Dead,
+    /// On another host or boot, or not decidable here: never treated as dead.
+    Unknown,
+}
+
+/// A random number drawn for every acquisition: the identity of one record.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Nonce(pub u128);
+
+impl Nonce {
+    pub fn random() -> Result<Nonce, Error> {
+        let mut bytes = [0u8; 16];
+        sys::getrandom(&mut bytes).map_err(Error::Os)?;
+        Ok(Nonce(u128::from_le_bytes(bytes)))
+    }
+
+    /// The 32 lowercase hex digits used in records and file names.
+    pub fn hex(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        let bytes = self.0.to_be_bytes();
+        for (i, b) in bytes.iter().enumerate() {
+            out[2 * i] = HEX[(b >> 4) as usize];
+            out[2 * i + 1] = HEX[(b & 15) as usize];
+        }
+        out
+    }
+
+    pub fn parse_hex(text: &[u8]) -> Option<Nonce> {
+        if text.len() != 32 {
+            return None;
+        }
+        let mut v: u128 = 0;
+        for &b in text {
+            v = v << 4 | u128::from(hex_value(b)?);
+        }
+        Some(Nonce(v))
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl fmt::Debug for Nonce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hex = self.hex();
+        write!(f, "Nonce({})", core::str::from_utf8(&hex).unwrap_or("?"))
+    }
+}
+
+struct ProcessStat {
+    state: u8,
+    start_ticks: u64,
+}
+
+impl ProcessStat {
+    fn is_zombie(&self) -> bool {
+        matches!(self.state, b'Z' | b'X' | b'x')
+    }
+}
+
+/// Reads state and start time from `/proc/PID/stat`.
+fn read_process_stat(pid: i32) -> Result<ProcessStat, Errno> {
+    if pid <= 0 {
+        return Err(Errno::ESRCH);
+    }
+    let mut path_buf = [0u8; 32];
+    let path = fmt_proc_path(&mut path_buf, pid);
+    let mut text = [0u8; 1024];
+    let n = read_proc_file(path, &mut text)?;
+    parse_process_stat(&text[..n]).ok_or(Errno(libc::EIO))
+}
+
+fn fmt_proc_path(buf: &mut [u8; 32], pid: i32) -> &[u8] {
+    let prefix = b"/proc/";
+    buf[..prefix.len()].copy_from_slice(prefix);
+    let mut len = prefix.len();
+    let mut digits = [0u8; 10];
+    let mut n = pid as u32;
+    let mut d = 0;
+    loop {
+        digits[d] = b'0' + (n % 10) as u8;
+        d += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in (0..d).rev() {
+        buf[len] = digits[i];
+        len += 1;
+    }
+    buf[len..len + 5].copy_from_slice(b"/stat");
+    &buf[..len + 5]
+}
+
+/// Field 3 (state) and field 22 (starttime) of a stat line. The command name
+/// in field 2 may hold spaces and parentheses, so fields are counted from the
+/// *last* `)`.
+fn parse_process_stat(text: &[u8]) -> Option<ProcessStat> {
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let mut fields = text[close + 1..].split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let state = *fields.next()?.first()?;
+    // Fields 4..=21 come between state and starttime.
+    let start = fields.nth(18)?;
+    let mut ticks: u64 = 0;
+    for &b in start {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        ticks = ticks.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(ProcessStat {
+        state,
+        start_ticks: ticks,
+    })
+}
+
+fn read_proc_file(path: &[u8], buf: &mut [u8]) -> Result<usize, Errno> {
+    let path = CPath::from_parts(&[path]).map_err(|_| Errno(libc::EINVAL))?;
+    let fd = sys::open(&path, libc::O_RDONLY, 0)?;
+    sys::read_full(&fd, buf)
+}
+
+/// Wall-clock time at which a process that started `start_ticks` after boot
+/// began: now, less the time since boot, plus the ticks.
+fn process_start_wall_time(start_ticks: u64) -> WallTime {
+    let since_boot_ns = sys::clock_ns(libc::CLOCK_BOOTTIME);
+    let now = WallTime::now();
+    let ticks_per_second = sys::clock_ticks_per_second();
+    let start_ns = (u128::from(start_ticks) * 1_000_000_000 / u128::from(ticks_per_second)).min(i64::MAX as u128) as i64;
+    WallTime::from_unix_nanos(now.unix_nanos().saturating_sub(since_boot_ns).saturating_add(start_ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parsing_counts_fields_from_the_last_parenthesis() {
+        let line = b"1234 (evil) name) S 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 987654 rest";
+        let stat = parse_process_stat(line).unwrap();
+        assert_eq!(stat.state, b'S');
+        assert_eq!(stat.start_ticks, 987654);
+        assert!(parse_process_stat(b"garbage").is_none());
+        assert!(parse_process_stat(b"1 (x) S 1 2").is_none());
+    }
+
+    #[test]
+    fn start_time_is_field_22_of_the_real_stat_file() {
+        // Cross-check against the kernel's own numbering with a process
+        // whose start time is known to differ: pid 1 started first.
+        let me = read_process_stat(sys::getpid()).unwrap();
+        let init = read_process_stat(1).unwrap();
+        assert!(init.start_ticks <= me.start_ticks);
+        assert_eq!(me.state, b'R');
+    }
+
+    #[test]
+    fn current_owner_is_alive_to_itself() {
+        let me = Owner::current().unwrap();
+        assert_eq!(me.process.pid, sys::getpid());
+        assert_ne!(me.process.start_ticks, 0);
+        assert_eq!(me.judge(&me), Liveness::Alive);
+    }
+
+    #[test]
+    fn a_reused_pid_is_dead_and_another_host_is_unknown() {
+        let me = Owner::current().unwrap();
+        let mut reused = me;
+        reused.process.start_ticks += 1;
+        assert_eq!(me.judge(&reused), Liveness::Dead);
+
+        let mut elsewhere = me;
+        elsewhere.host = HostName::from_bytes(b"other-host").unwrap();
+        elsewhere.process.start_ticks += 1;
+        assert_eq!(me.judge(&elsewhere), Liveness::Unknown);
+
+        let mut other_boot = me;
+        other_boot.boot = Some(BootId([7; 16]));
+        assert_eq!(me.judge(&other_boot), Liveness::Unknown);
+    }
+
+    #[test]
+    fn foreign_pid_started_after_the_record_is_a_reuse() {
+        let me = Owner::current().unwrap();
+        let long_ago = WallTime::from_unix_nanos(1_000_000_000);
+        assert_eq!(me.judge_foreign(me.process.pid, None, long_ago), Liveness::Dead);
+        assert_eq!(me.judge_foreign(me.process.pid, None, WallTime::now()), Liveness::Alive);
+        let other = HostName::from_bytes(b"elsewhere").unwrap();
+        assert_eq!(me.judge_foreign(me.process.pid, Some(&other), long_ago), Liveness::Unknown);
+    }
+
+    #[test]
+    fn nonce_hex_round_trips() {
+        let n = Nonce::random().unwrap();
+        assert_eq!(Nonce::parse_hex(&n.hex()), Some(n));
+        assert_eq!(Nonce::parse_hex(b"xyz"), None);
+    }
+
+    #[test]
+    fn boot_id_parses_the_kernel_form() {
+        let id = BootId::parse_uuid(b"0f8fd5a4-5b62-4a3a-9d5b-2a3c4e5f6a7b\n").unwrap();
+        assert_eq!(id.0[0], 0x0f);
+        assert_eq!(id.0[15], 0x7b);
+        assert!(BootId::parse_uuid(b"0f8fd5a4").is_none());
+    }
+}

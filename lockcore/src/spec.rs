@@ -1,0 +1,548 @@
+//! The lock spec: one string that names a lock and its options.
+//!
+//! ```text
+//! scheme:target?key=value&key=value
+//! lockfile:/srv/board/data.txt?format=%25f.lck&nfs=1&ttl=10m
+//! mkdir:/var/lock/report?ttl=1h&stale=pid
+//! flock:/run/lock/backup
+//! ```
+//!
+//! The target and every value are percent-decoded (`%25` is `%`, `%3F` is
+//! `?`). Parsing never allocates: the target lands in a [`CPath`], short
+//! values in fixed buffers. Every refusal is a [`SpecError`] that names the
+//! key and the reason.
+
+use core::time::Duration;
+
+use crate::error::{SpecError, SpecErrorKind};
+use crate::sys::{CPath, PathError};
+
+/// The strategies a spec can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// An `O_EXCL`-style lock file compatible with Perl's LockFile::Simple.
+    Lockfile,
+    /// A directory created with `mkdir(2)`.
+    Mkdir,
+    /// The kernel's advisory `flock(2)` on a file.
+    Flock,
+}
+
+impl Scheme {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Lockfile => "lockfile",
+            Scheme::Mkdir => "mkdir",
+            Scheme::Flock => "flock",
+        }
+    }
+
+    fn from_name(name: &[u8]) -> Option<Scheme> {
+        match name {
+            b"lockfile" => Some(Scheme::Lockfile),
+            b"mkdir" => Some(Scheme::Mkdir),
+            b"flock" => Some(Scheme::Flock),
+            _ => None,
+        }
+    }
+
+    fn accepts(self, key: Key) -> bool {
+        match key {
+            Key::Ttl | Key::Stale | Key::Mode | Key::Warn | Key::Wmin | Key::Wafter => true,
+            Key::Format | Key::Ext | Key::Nfs => self == Scheme::Lockfile,
+        }
+    }
+}
+
+/// Capacity of a decoded option value (`format`, `ext`).
+pub const VALUE_CAPACITY: usize = 256;
+
+/// A short decoded value in a fixed buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ShortText {
+    buf: [u8; VALUE_CAPACITY],
+    len: usize,
+}
+
+impl ShortText {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl core::fmt::Debug for ShortText {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?}", core::str::from_utf8(self.as_bytes()).unwrap_or("<bytes>"))
+    }
+}
+
+/// How a lock held by a dead process is recognised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StaleCheck {
+    /// Only by age (`ttl`); a dead owner's lock waits for its TTL.
+    AgeOnly,
+    /// Also by owner: a same-host owner whose process (pid *and* start time)
+    /// is gone makes the lock stale at once.
+    DeadOwner,
+}
+
+/// The options of a lock, after parsing and defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// How long an acquisition lasts before others may break it (`ttl`,
+    /// alias `hold`); `None` means it never expires by age.
+    pub ttl: Option<Duration>,
+    /// `stale=pid` (the default) or `stale=none`.
+    pub stale: StaleCheck,
+    /// `nfs=1`: write `PID:HOST` as LockFile::Simple does for NFS.
+    pub nfs: bool,
+    /// Permission bits of what the lock creates; `None` keeps the strategy's default.
+    pub mode: Option<u32>,
+    /// `format`: LockFile::Simple's lock path template (`%f %D %F %p %%`).
+    pub format: Option<ShortText>,
+    /// `ext`: suffix added to the target to name the lock file (default `.lock`).
+    pub ext: Option<ShortText>,
+    /// `warn=0` silences the waiting warnings.
+    pub warn: bool,
+    /// First warning after waiting this long (`wmin`, default 15 s).
+    pub wmin: Duration,
+    /// Then a warning every `wafter` (default 20 s).
+    pub wafter: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            ttl: None,
+            stale: StaleCheck::DeadOwner,
+            nfs: false,
+            mode: None,
+            format: None,
+            ext: None,
+            warn: true,
+            wmin: Duration::from_secs(15),
+            wafter: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A parsed lock spec.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub scheme: Scheme,
+    target: CPath,
+    pub options: Options,
+}
+
+impl Spec {
+    /// The decoded target: the file a `lockfile` protects, the directory of a
+    /// `mkdir` lock, the file a `flock` lock opens.
+    pub fn target(&self) -> &CPath {
+        &self.target
+    }
+
+    /// Parses `scheme:target?key=value&...`.
+    pub fn parse(spec: &[u8]) -> Result<Spec, SpecError> {
+        let colon = spec
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or_else(|| syntax("expected 'scheme:target', found no ':'"))?;
+        let scheme_name = &spec[..colon];
+        if scheme_name.is_empty() {
+            return Err(syntax("the scheme before ':' is empty"));
+        }
+        let scheme = Scheme::from_name(scheme_name).ok_or_else(|| {
+            SpecError::new(
+                SpecErrorKind::UnknownScheme,
+                scheme_name,
+                "unknown scheme; expected lockfile, mkdir or flock",
+            )
+        })?;
+        let rest = &spec[colon + 1..];
+        let (raw_target, query) = match rest.iter().position(|&b| b == b'?') {
+            Some(q) => (&rest[..q], Some(&rest[q + 1..])),
+            None => (rest, None),
+        };
+        if raw_target.is_empty() {
+            return Err(syntax("the target after ':' is empty"));
+        }
+        let mut target = CPath::empty();
+        decode_into(raw_target, |chunk| target.push(chunk)).map_err(|e| match e {
+            DecodeError::BadEscape => syntax("the target has a '%' not followed by two hex digits"),
+            DecodeError::Sink(PathError::InteriorNul) => syntax("the target contains a NUL byte"),
+            DecodeError::Sink(_) => SpecError::new(SpecErrorKind::PathTooLong, b"", "the target is too long"),
+        })?;
+
+        let mut options = Options::default();
+        if let Some(query) = query {
+            parse_query(scheme, query, &mut options)?;
+        }
+        Ok(Spec {
+            scheme,
+            target,
+            options,
+        })
+    }
+}
+
+fn syntax(reason: &'static str) -> SpecError {
+    SpecError::new(SpecErrorKind::Syntax, b"", reason)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Ttl,
+    Stale,
+    Nfs,
+    Mode,
+    Format,
+    Ext,
+    Warn,
+    Wmin,
+    Wafter,
+}
+
+impl Key {
+    fn from_name(name: &[u8]) -> Option<Key> {
+        Some(match name {
+            // `hold` is LockFile::Simple's name for the same limit.
+            b"ttl" | b"hold" => Key::Ttl,
+            b"stale" => Key::Stale,
+            b"nfs" => Key::Nfs,
+            b"mode" => Key::Mode,
+            b"format" => Key::Format,
+            b"ext" => Key::Ext,
+            b"warn" => Key::Warn,
+            b"wmin" => Key::Wmin,
+            b"wafter" => Key::Wafter,
+            _ => return None,
+        })
+    }
+
+    fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+}
+
+fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<(), SpecError> {
+    let mut seen = 0u16;
+    for pair in query.split(|&b| b == b'&') {
+        if pair.is_empty() {
+            return Err(syntax("empty option between '&' separators"));
+        }
+        let eq = pair
+            .iter()
+            .position(|&b| b == b'=')
+            .ok_or_else(|| SpecError::new(SpecErrorKind::Syntax, pair, "expected key=value"))?;
+        let (name, raw_value) = (&pair[..eq], &pair[eq + 1..]);
+        let key = Key::from_name(name)
+            .filter(|&k| scheme.accepts(k))
+            .ok_or_else(|| SpecError::new(SpecErrorKind::UnknownKey, name, unknown_key_reason(scheme)))?;
+        if seen & key.bit() != 0 {
+            return Err(SpecError::new(
+                SpecErrorKind::DuplicateKey,
+                name,
+                "given more than once (ttl and hold are one option)",
+            ));
+        }
+        seen |= key.bit();
+
+        let mut value = ShortText {
+            buf: [0; VALUE_CAPACITY],
+            len: 0,
+        };
+        decode_into(raw_value, |chunk| {
+            if value.len + chunk.len() > VALUE_CAPACITY {
+                return Err(());
+            }
+            value.buf[value.len..value.len + chunk.len()].copy_from_slice(chunk);
+            value.len += chunk.len();
+            Ok(())
+        })
+        .map_err(|e| match e {
+            DecodeError::BadEscape => bad_value(name, "has a '%' not followed by two hex digits"),
+            DecodeError::Sink(()) => bad_value(name, "is longer than 256 bytes"),
+        })?;
+        let v = value.as_bytes();
+
+        match key {
+            Key::Ttl => {
+                let ttl = parse_duration(v).map_err(|reason| bad_value(name, reason))?;
+                // LockFile::Simple: "hold 0 prevents any forced unlocking".
+                options.ttl = if ttl.is_zero() { None } else { Some(ttl) };
+            }
+            Key::Stale => {
+                options.stale = match v {
+                    b"pid" => StaleCheck::DeadOwner,
+                    b"none" => StaleCheck::AgeOnly,
+                    _ => match parse_bool(v) {
+                        Some(true) => StaleCheck::DeadOwner,
+                        Some(false) => StaleCheck::AgeOnly,
+                        None => return Err(bad_value(name, "expected pid or none")),
+                    },
+                }
+            }
+            Key::Nfs => options.nfs = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
+            Key::Warn => options.warn = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
+            Key::Mode => options.mode = Some(parse_mode(v).ok_or_else(|| bad_value(name, "expected octal permission bits such as 0644"))?),
+            Key::Wmin => options.wmin = parse_duration(v).map_err(|reason| bad_value(name, reason))?,
+            Key::Wafter => {
+                let every = parse_duration(v).map_err(|reason| bad_value(name, reason))?;
+                if every.is_zero() {
+                    return Err(bad_value(name, "must be longer than zero"));
+                }
+                options.wafter = every;
+            }
+            Key::Format => {
+                validate_format(v).map_err(|reason| bad_value(name, reason))?;
+                options.format = Some(value);
+            }
+            Key::Ext => {
+                if v.contains(&b'/') {
+                    return Err(bad_value(name, "must not contain '/'"));
+                }
+                options.ext = Some(value);
+            }
+        }
+    }
+    if options.format.is_some() && options.ext.is_some() {
+        return Err(bad_value(b"ext", "cannot be combined with format; format names the whole path"));
+    }
+    Ok(())
+}
+
+fn unknown_key_reason(scheme: Scheme) -> &'static str {
+    match scheme {
+        Scheme::Lockfile => "unknown option; lockfile takes ttl, hold, stale, nfs, mode, format, ext, warn, wmin, wafter",
+        Scheme::Mkdir => "unknown option; mkdir takes ttl, hold, stale, mode, warn, wmin, wafter",
+        Scheme::Flock => "unknown option; flock takes ttl, hold, stale, mode, warn, wmin, wafter",
+    }
+}
+
+fn bad_value(key: &[u8], reason: &'static str) -> SpecError {
+    SpecError::new(SpecErrorKind::BadValue, key, reason)
+}
+
+const BOOL_REASON: &str = "expected 1, 0, true, false, yes, no, on or off";
+const DURATION_REASON: &str = "expected a duration like 250ms, 30s, 10m or 1h";
+
+enum DecodeError<E> {
+    BadEscape,
+    Sink(E),
+}
+
+/// Percent-decodes `raw`, handing runs of bytes to `sink`.
+fn decode_into<E>(raw: &[u8], mut sink: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), DecodeError<E>> {
+    let mut i = 0;
+    let mut run_start = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            sink(&raw[run_start..i]).map_err(DecodeError::Sink)?;
+            let hi = raw.get(i + 1).and_then(|&b| hex_digit(b));
+            let lo = raw.get(i + 2).and_then(|&b| hex_digit(b));
+            match (hi, lo) {
+                (Some(hi), Some(lo)) => sink(&[hi << 4 | lo]).map_err(DecodeError::Sink)?,
+                _ => return Err(DecodeError::BadEscape),
+            }
+            i += 3;
+            run_start = i;
+        } else {
+            i += 1;
+        }
+    }
+    sink(&raw[run_start..]).map_err(DecodeError::Sink)
+}
+
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// `250ms`, `30s`, `10m`, `1h`, `2d`; a bare `0` is zero.
+pub fn parse_duration(v: &[u8]) -> Result<Duration, &'static str> {
+    if v == b"0" {
+        return Ok(Duration::ZERO);
+    }
+    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return Err(DURATION_REASON);
+    }
+    let mut amount: u64 = 0;
+    for &d in &v[..digits] {
+        amount = amount
+            .checked_mul(10)
+            .and_then(|a| a.checked_add(u64::from(d - b'0')))
+            .ok_or("is too large")?;
+    }
+    let millis_per_unit: u64 = match &v[digits..] {
+        b"ms" => 1,
+        b"s" => 1_000,
+        b"m" => 60_000,
+        b"h" => 3_600_000,
+        b"d" => 86_400_000,
+        _ => return Err(DURATION_REASON),
+    };
+    let millis = amount.checked_mul(millis_per_unit).ok_or("is too large")?;
+    // A lease beyond a century is a mistake, and keeps wall-clock sums far
+    // from overflow.
+    if millis > 100 * 365 * 86_400_000 {
+        return Err("is longer than 100 years");
+    }
+    Ok(Duration::from_millis(millis))
+}
+
+fn parse_bool(v: &[u8]) -> Option<bool> {
+    match v {
+        b"1" | b"true" | b"yes" | b"on" => Some(true),
+        b"0" | b"false" | b"no" | b"off" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_mode(v: &[u8]) -> Option<u32> {
+    if v.is_empty() || v.len() > 5 {
+        return None;
+    }
+    let mut mode = 0u32;
+    for &b in v {
+        if !(b'0'..=b'7').contains(&b) {
+            return None;
+        }
+        mode = mode * 8 + u32::from(b - b'0');
+    }
+    (mode <= 0o7777).then_some(mode)
+}
+
+/// LockFile::Simple's macros: `%f` path, `%D` directory, `%F` base name,
+/// `%p` pid, `%%` a percent sign.
+fn validate_format(v: &[u8]) -> Result<(), &'static str> {
+    if v.is_empty() {
+        return Err("must not be empty");
+    }
+    let mut i = 0;
+    while i < v.len() {
+        if v[i] == b'%' {
+            match v.get(i + 1) {
+                Some(b'f' | b'D' | b'F' | b'p' | b'%') => i += 2,
+                _ => return Err("knows only the macros %f, %D, %F, %p and %%"),
+            }
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(spec: &str) -> SpecError {
+        Spec::parse(spec.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn parses_scheme_target_and_options() {
+        let spec = Spec::parse(b"lockfile:/srv/board/data.txt?format=%25f.lck&nfs=1&ttl=10m").unwrap();
+        assert_eq!(spec.scheme, Scheme::Lockfile);
+        assert_eq!(spec.target().as_bytes(), b"/srv/board/data.txt");
+        assert_eq!(spec.options.format.unwrap().as_bytes(), b"%f.lck");
+        assert!(spec.options.nfs);
+        assert_eq!(spec.options.ttl, Some(Duration::from_secs(600)));
+        assert_eq!(spec.options.stale, StaleCheck::DeadOwner);
+    }
+
+    #[test]
+    fn percent_decodes_the_target() {
+        let spec = Spec::parse(b"mkdir:/tmp/a%20b%3Fc").unwrap();
+        assert_eq!(spec.target().as_bytes(), b"/tmp/a b?c");
+    }
+
+    #[test]
+    fn durations_take_the_documented_units() {
+        assert_eq!(parse_duration(b"250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration(b"30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration(b"10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration(b"1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration(b"0"), Ok(Duration::ZERO));
+        assert!(parse_duration(b"30").is_err());
+        assert!(parse_duration(b"s").is_err());
+        assert!(parse_duration(b"1.5s").is_err());
+        assert!(parse_duration(b"99999999999999999999s").is_err());
+        assert!(parse_duration(b"200y").is_err());
+    }
+
+    #[test]
+    fn hold_zero_means_never_expires() {
+        let spec = Spec::parse(b"lockfile:/x?hold=0").unwrap();
+        assert_eq!(spec.options.ttl, None);
+    }
+
+    #[test]
+    fn every_refusal_names_its_key_and_kind() {
+        let e = err("lockfile:/x?ttl=soon");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"ttl"[..]));
+        let e = err("mkdir:/x?format=%25f");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::UnknownKey, &b"format"[..]));
+        let e = err("lockfile:/x?colour=red");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::UnknownKey, &b"colour"[..]));
+        let e = err("lockfile:/x?ttl=1s&hold=2s");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::DuplicateKey, &b"hold"[..]));
+        let e = err("lockfile:/x?nfs");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::Syntax, &b"nfs"[..]));
+        let e = err("lockfile:/x?format=%25q");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"format"[..]));
+        let e = err("lockfile:/x?format=%25f&ext=.l");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"ext"[..]));
+        let e = err("lockfile:/x?mode=999");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"mode"[..]));
+        let e = err("lockfile:/x?stale=maybe");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"stale"[..]));
+        let e = err("lockfile:/x?wafter=0");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"wafter"[..]));
+        let e = err("lockfile:/x?ttl=1s&&nfs=1");
+        assert_eq!(e.kind, SpecErrorKind::Syntax);
+    }
+
+    #[test]
+    fn malformed_specs_are_refused() {
+        assert_eq!(err("/tmp/x").kind, SpecErrorKind::Syntax);
+        assert_eq!(err(":/tmp/x").kind, SpecErrorKind::Syntax);
+        assert_eq!(err("lockfile:").kind, SpecErrorKind::Syntax);
+        assert_eq!(err("lockfile:?ttl=1s").kind, SpecErrorKind::Syntax);
+        assert_eq!(err("lockfile:/a%zz").kind, SpecErrorKind::Syntax);
+        assert_eq!(err("lockfile:/a%00b").kind, SpecErrorKind::Syntax);
+        let e = err("redis2:/x");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::UnknownScheme, &b"redis2"[..]));
+    }
+
+    #[test]
+    fn overlong_targets_are_refused_without_overflow() {
+        let mut long = [b'a'; 5000];
+        long[..9].copy_from_slice(b"lockfile:");
+        assert_eq!(Spec::parse(&long).unwrap_err().kind, SpecErrorKind::PathTooLong);
+    }
+
+    #[test]
+    fn error_text_names_key_and_reason() {
+        use core::fmt::Write;
+        struct Buf([u8; 200], usize);
+        impl Write for Buf {
+            fn write_str(&mut self, s: &str) -> core::fmt::Result {
+                self.0[self.1..self.1 + s.len()].copy_from_slice(s.as_bytes());
+                self.1 += s.len();
+                Ok(())
+            }
+        }
+        let mut buf = Buf([0; 200], 0);
+        write!(buf, "{}", err("flock:/x?ttl=forever")).unwrap();
+        assert_eq!(
+            core::str::from_utf8(&buf.0[..buf.1]).unwrap(),
+            "lock spec key 'ttl': expected a duration like 250ms, 30s, 10m or 1h"
+        );
+    }
+}

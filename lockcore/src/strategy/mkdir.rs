@@ -1,0 +1,259 @@
+//! `mkdir`: the lock is a directory, with the owner record inside it.
+//!
+//! `mkdir(2)` is the classic atomic test-and-set of CGI scripts (seed 001),
+//! and works on NFS. A directory that appears before its record would look
+//! like a foreign lock, so ours never does: the directory is built complete
+//! under `<lock>.new` (record included) and renamed into place with
+//! `RENAME_NOREPLACE`. Release and break rename the directory away to a
+//! unique `<lock>.old.<nonce>` in one step and clean it up afterwards, so a
+//! crash at any point leaves either a complete lock or none, never a wedged
+//! empty directory. Every change happens under the guard ([`crate::guard`]).
+//!
+//! An empty directory made by a plain `mkdir` (a shell script, a seed-001 Perl
+//! CGI) is a foreign lock: it excludes us, and is stale only by age (`ttl`).
+
+use core::ffi::CStr;
+use core::time::Duration;
+
+use crate::clock::WallTime;
+use crate::error::Error;
+use crate::guard::GuardFile;
+use crate::owner::Nonce;
+use crate::record::{Parsed, Record, Stamp};
+use crate::spec::Spec;
+use crate::strategy::{
+    ignore_missing, past_expiry, read_record, with_suffix, write_new_file, Context, Found, Inspection, ProlongOutcome,
+    ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
+};
+use crate::sys::{self, CPath, Errno, Fd};
+
+const RECORD_NAME: &CStr = c"owner";
+const RECORD_TEMP_NAME: &CStr = c"owner.tmp";
+const DEFAULT_MODE: u32 = 0o755;
+
+#[derive(Debug)]
+pub struct Mkdir {
+    dirs: Dirs,
+    guard: GuardFile,
+}
+
+/// The lock's paths and how its directories are made; apart from the guard
+/// so that both can be used while the guard is held.
+#[derive(Debug)]
+struct Dirs {
+    lock: CPath,
+    staging: CPath,
+    mode: libc::mode_t,
+}
+
+impl Mkdir {
+    pub fn new(spec: &Spec) -> Result<Mkdir, Error> {
+        let lock = spec.target().clone();
+        Ok(Mkdir {
+            guard: GuardFile::new(with_suffix(&lock, b".guard")?, 0o666),
+            dirs: Dirs {
+                staging: with_suffix(&lock, b".new")?,
+                lock,
+                mode: spec.options.mode.unwrap_or(DEFAULT_MODE),
+            },
+        })
+    }
+
+    pub fn path(&self) -> &CPath {
+        &self.dirs.lock
+    }
+
+    pub fn guard_path(&self) -> &CPath {
+        self.guard.path()
+    }
+}
+
+impl Dirs {
+    /// The lock directory and its record; `Ok(None)` when there is no lock.
+    /// A directory without a record is a foreign lock, dated by its mtime.
+    fn read(&self) -> Result<Option<(Fd, Found)>, Error> {
+        let dir = match open_dir(&self.lock)? {
+            Some(dir) => dir,
+            None => return Ok(None),
+        };
+        let found = match read_record(|| sys::openat(&dir, RECORD_NAME, READ_RECORD_FLAGS, 0), None)? {
+            Some(found) => found,
+            None => Found {
+                content: Ok(Parsed::Empty),
+                written_at: WallTime::from_unix_nanos(sys::fstat(&dir).map_err(Error::Os)?.mtime_ns),
+            },
+        };
+        Ok(Some((dir, found)))
+    }
+
+    /// Moves the lock directory out of the way in one rename, then empties
+    /// and removes it. Files we did not put there are left in the retired
+    /// directory rather than deleted.
+    fn retire(&self, tag: Nonce) -> Result<(), Error> {
+        let retired = CPath::from_parts(&[self.lock.as_bytes(), b".old.", &tag.hex()])
+            .map_err(|_| crate::strategy::path_too_long())?;
+        match sys::rename(&self.lock, &retired) {
+            Ok(()) => {}
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(Error::from_path_errno(e)),
+        }
+        match remove_lock_dir(&retired) {
+            Err(Error::NotALock) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn write_record(&self, dir: &Fd, name: &CStr, record: &Record) -> Result<(), Error> {
+        ignore_missing(sys::unlinkat(dir, name))?;
+        write_new_file(
+            || sys::openat(dir, name, CREATE_NEW_FLAGS, 0o444),
+            record.encode(Stamp::Pid).as_bytes(),
+            || sys::unlinkat(dir, name),
+        )
+    }
+
+    /// Builds the complete lock under the staging name and renames it into
+    /// place. `Ok(false)` if a lock appeared there meanwhile (only a foreign
+    /// `mkdir` can, since ours hold the guard).
+    fn create(&self, record: &Record) -> Result<bool, Error> {
+        // A leftover staging directory is a crashed creator's: the guard is
+        // ours, so nobody else is building one now.
+        remove_lock_dir(&self.staging)?;
+        sys::mkdir(&self.staging, self.mode).map_err(Error::from_path_errno)?;
+        let staged = open_dir(&self.staging)?.ok_or(Error::NotFound)?;
+        self.write_record(&staged, RECORD_NAME, record)?;
+        drop(staged);
+        match sys::rename_noreplace(&self.staging, &self.lock) {
+            Ok(()) => Ok(true),
+            Err(Errno::EEXIST) | Err(Errno::ENOTEMPTY) => {
+                remove_lock_dir(&self.staging)?;
+                Ok(false)
+            }
+            // No RENAME_NOREPLACE here (NFS, old kernels): a plain rename onto
+            // a missing name is just as atomic; the only window is a foreign
+            // empty-directory lock made between the lstat and the rename.
+            Err(e) if e.raw() == libc::EINVAL || e.raw() == libc::ENOSYS => match sys::lstat(&self.lock) {
+                Err(Errno::ENOENT) => sys::rename(&self.staging, &self.lock)
+                    .map(|()| true)
+                    .map_err(Error::from_path_errno),
+                _ => {
+                    remove_lock_dir(&self.staging)?;
+                    Ok(false)
+                }
+            },
+            Err(e) => Err(Error::from_path_errno(e)),
+        }
+    }
+}
+
+impl Strategy for Mkdir {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
+        let mut guard = self.guard.lock()?;
+        if guard.state.cooling_down(cx.now) {
+            return Err(Error::Busy);
+        }
+        if let Some((_, found)) = self.dirs.read()? {
+            if !found.judge(cx)?.stale {
+                return Err(Error::Busy);
+            }
+            // Judged and retired inside one guard section (see lockfile.rs).
+            self.dirs.retire(nonce)?;
+        }
+        guard.state.fence += 1;
+        guard.state.cooldown_until = None;
+        guard.store()?;
+        let record = Record {
+            owner: *cx.me,
+            nonce,
+            fence: guard.state.fence,
+            expires,
+        };
+        if self.dirs.create(&record)? {
+            Ok(record)
+        } else {
+            Err(Error::Busy)
+        }
+    }
+
+    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        let mut guard = self.guard.lock()?;
+        if !self.dirs.read()?.is_some_and(|(_, found)| found.is_ours(held.nonce)) {
+            return Ok(ReleaseOutcome::Lost);
+        }
+        self.dirs.retire(held.nonce)?;
+        if !cooldown.is_zero() {
+            guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
+            guard.store()?;
+        }
+        Ok(if past_expiry(held.expires, cx.now) {
+            ReleaseOutcome::Expired
+        } else {
+            ReleaseOutcome::Released
+        })
+    }
+
+    fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
+        let _guard = self.guard.lock()?;
+        let dir = match self.dirs.read()? {
+            Some((dir, found)) if found.is_ours(held.nonce) => dir,
+            _ => return Ok(ProlongOutcome::Lost),
+        };
+        self.dirs.write_record(&dir, RECORD_TEMP_NAME, &Record { expires, ..*held })?;
+        sys::renameat(&dir, RECORD_TEMP_NAME, RECORD_NAME).map_err(Error::from_path_errno)?;
+        Ok(if past_expiry(held.expires, cx.now) {
+            ProlongOutcome::Expired
+        } else {
+            ProlongOutcome::Prolonged
+        })
+    }
+
+    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        let guard = self.guard.lock()?;
+        let holder = match self.dirs.read()? {
+            Some((_, found)) => Some(found.judge(cx)?),
+            None => None,
+        };
+        Ok(Inspection {
+            holder,
+            last_fence: guard.state.fence,
+            cooldown_until: guard.state.cooldown_until.filter(|&until| cx.now < until),
+        })
+    }
+
+    fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {
+        let _guard = self.guard.lock()?;
+        if open_dir(&self.dirs.lock)?.is_none() {
+            return Ok(false);
+        }
+        self.dirs.retire(Nonce::random()?)?;
+        Ok(true)
+    }
+}
+
+/// Opens a lock directory without following a symlink. `Ok(None)` if absent.
+fn open_dir(path: &CPath) -> Result<Option<Fd>, Error> {
+    match sys::open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::ENOENT) => Ok(None),
+        Err(Errno::ELOOP) => Err(Error::Symlink),
+        Err(Errno::ENOTDIR) => Err(match sys::lstat(path) {
+            Ok(st) if st.is_symlink() => Error::Symlink,
+            _ => Error::NotALock,
+        }),
+        Err(e) => Err(Error::from_path_errno(e)),
+    }
+}
+
+/// Removes a lock directory that holds nothing but our record files.
+/// `Error::NotALock` if something else is inside.
+fn remove_lock_dir(path: &CPath) -> Result<(), Error> {
+    let Some(dir) = open_dir(path)? else { return Ok(()) };
+    ignore_missing(sys::unlinkat(&dir, RECORD_NAME))?;
+    ignore_missing(sys::unlinkat(&dir, RECORD_TEMP_NAME))?;
+    drop(dir);
+    match sys::rmdir(path) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::ENOTEMPTY) | Err(Errno::EEXIST) => Err(Error::NotALock),
+        Err(e) => Err(Error::from_path_errno(e)),
+    }
+}

@@ -1,0 +1,476 @@
+//! The system-call layer: every `libc::` call of lockcore lives here.
+//!
+//! Each wrapper names the call it makes (see its man page), turns `-1` into an
+//! [`Errno`] through [`cvt`], and retries `EINTR` in one place ([`retry`]), so
+//! the strategies above never see a raw return value or a signal interruption.
+//! Paths are [`CPath`]s: NUL-terminated bytes in a fixed buffer, no allocation.
+
+use core::ffi::CStr;
+use core::fmt;
+use core::time::Duration;
+
+/// An `errno` value, kept as it came from the kernel.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const ENOENT: Errno = Errno(libc::ENOENT);
+    pub const EEXIST: Errno = Errno(libc::EEXIST);
+    pub const EINTR: Errno = Errno(libc::EINTR);
+    pub const EACCES: Errno = Errno(libc::EACCES);
+    pub const EPERM: Errno = Errno(libc::EPERM);
+    pub const ELOOP: Errno = Errno(libc::ELOOP);
+    pub const ESRCH: Errno = Errno(libc::ESRCH);
+    pub const EWOULDBLOCK: Errno = Errno(libc::EWOULDBLOCK);
+    pub const ENOTDIR: Errno = Errno(libc::ENOTDIR);
+    pub const EISDIR: Errno = Errno(libc::EISDIR);
+    pub const ENOTEMPTY: Errno = Errno(libc::ENOTEMPTY);
+    pub const ENAMETOOLONG: Errno = Errno(libc::ENAMETOOLONG);
+    pub const EROFS: Errno = Errno(libc::EROFS);
+
+    /// The calling thread's current `errno`.
+    pub fn last() -> Errno {
+        // SAFETY: __errno_location returns a valid pointer to this thread's errno.
+        Errno(unsafe { *libc::__errno_location() })
+    }
+
+    pub fn raw(self) -> i32 {
+        self.0
+    }
+}
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Errno({})", self.0)
+    }
+}
+
+pub type SysResult<T> = Result<T, Errno>;
+
+/// Turns a C return value into a result: `-1` means "see errno".
+fn cvt<T: PartialEq + From<i8>>(ret: T) -> SysResult<T> {
+    if ret == T::from(-1) {
+        Err(Errno::last())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Repeats a call for as long as a signal interrupts it.
+fn retry<T>(mut call: impl FnMut() -> SysResult<T>) -> SysResult<T> {
+    loop {
+        match call() {
+            Err(Errno::EINTR) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Longest path we accept, terminator included (Linux `PATH_MAX`).
+pub const PATH_CAPACITY: usize = 4096;
+
+/// A NUL-terminated path in a fixed buffer.
+#[derive(Clone)]
+pub struct CPath {
+    buf: [u8; PATH_CAPACITY],
+    len: usize,
+}
+
+/// Why bytes could not become a [`CPath`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathError {
+    TooLong,
+    InteriorNul,
+    Empty,
+}
+
+impl CPath {
+    pub const fn empty() -> CPath {
+        CPath {
+            buf: [0; PATH_CAPACITY],
+            len: 0,
+        }
+    }
+
+    /// Builds a path from pieces, in order.
+    pub fn from_parts(parts: &[&[u8]]) -> Result<CPath, PathError> {
+        let mut path = CPath::empty();
+        for part in parts {
+            path.push(part)?;
+        }
+        if path.len == 0 {
+            return Err(PathError::Empty);
+        }
+        Ok(path)
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), PathError> {
+        if bytes.contains(&0) {
+            return Err(PathError::InteriorNul);
+        }
+        // One byte stays free for the terminator.
+        if self.len + bytes.len() >= PATH_CAPACITY {
+            return Err(PathError::TooLong);
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+        self.buf[self.len] = 0;
+        Ok(())
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    pub fn as_cstr(&self) -> &CStr {
+        // The buffer always holds a terminator at `len` and no NUL before it
+        // (push rejects interior NULs).
+        CStr::from_bytes_with_nul(&self.buf[..=self.len]).unwrap_or(c"")
+    }
+
+    /// The directory part, as `dirname(3)` would give it ("." when there is none).
+    pub fn parent(&self) -> &[u8] {
+        let bytes = self.as_bytes();
+        match bytes.iter().rposition(|&b| b == b'/') {
+            Some(0) => b"/",
+            Some(slash) => &bytes[..slash],
+            None => b".",
+        }
+    }
+
+    /// The last component, as `basename(3)` would give it.
+    pub fn file_name(&self) -> &[u8] {
+        let bytes = self.as_bytes();
+        match bytes.iter().rposition(|&b| b == b'/') {
+            Some(slash) => &bytes[slash + 1..],
+            None => bytes,
+        }
+    }
+}
+
+impl fmt::Debug for CPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_cstr())
+    }
+}
+
+/// An owned file descriptor, closed on drop.
+#[derive(Debug)]
+pub struct Fd(libc::c_int);
+
+impl Fd {
+    pub fn raw(&self) -> libc::c_int {
+        self.0
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own this descriptor and nobody else closes it. close(2) is
+        // not retried on EINTR: on Linux the descriptor is released anyway.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// Flags every open of ours carries: no symlink is ever followed in the last
+/// component, and no descriptor leaks into a child that execs.
+const SAFE_OPEN: libc::c_int = libc::O_NOFOLLOW | libc::O_CLOEXEC;
+
+/// `open(2)` with `O_NOFOLLOW | O_CLOEXEC` added.
+pub fn open(path: &CPath, flags: libc::c_int, mode: libc::mode_t) -> SysResult<Fd> {
+    retry(|| {
+        // SAFETY: the path is NUL-terminated; the mode is passed as the C
+        // variadic argument open expects (promoted to unsigned int).
+        cvt(unsafe { libc::open(path.as_cstr().as_ptr(), flags | SAFE_OPEN, mode as libc::c_uint) })
+    })
+    .map(Fd)
+}
+
+/// `openat(2)` relative to a directory descriptor, with `O_NOFOLLOW | O_CLOEXEC`.
+pub fn openat(dir: &Fd, name: &CStr, flags: libc::c_int, mode: libc::mode_t) -> SysResult<Fd> {
+    retry(|| {
+        // SAFETY: as for open; `dir` is an open descriptor we own.
+        cvt(unsafe { libc::openat(dir.0, name.as_ptr(), flags | SAFE_OPEN, mode as libc::c_uint) })
+    })
+    .map(Fd)
+}
+
+/// Reads until `buf` is full or end of file; returns the byte count.
+/// A file longer than `buf` fills it exactly, so callers detect "too long" by
+/// passing one byte more than they accept.
+pub fn read_full(fd: &Fd, buf: &mut [u8]) -> SysResult<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: `rest` is a valid writable buffer of `rest.len()` bytes.
+        let n = retry(|| cvt(unsafe { libc::read(fd.0, rest.as_mut_ptr().cast(), rest.len()) }))?;
+        if n == 0 {
+            break;
+        }
+        filled += n as usize;
+    }
+    Ok(filled)
+}
+
+/// `pread(2)` until `buf` is full or end of file.
+pub fn pread_full(fd: &Fd, buf: &mut [u8], offset: u64) -> SysResult<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        let at = (offset + filled as u64) as libc::off_t;
+        // SAFETY: `rest` is a valid writable buffer of `rest.len()` bytes.
+        let n = retry(|| cvt(unsafe { libc::pread(fd.0, rest.as_mut_ptr().cast(), rest.len(), at) }))?;
+        if n == 0 {
+            break;
+        }
+        filled += n as usize;
+    }
+    Ok(filled)
+}
+
+/// Writes all of `buf` at the current offset.
+pub fn write_all(fd: &Fd, buf: &[u8]) -> SysResult<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        // SAFETY: `rest` is a valid readable buffer of `rest.len()` bytes.
+        let n = retry(|| cvt(unsafe { libc::write(fd.0, rest.as_ptr().cast(), rest.len()) }))?;
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// `pwrite(2)` of all of `buf` at `offset`.
+pub fn pwrite_all(fd: &Fd, buf: &[u8], offset: u64) -> SysResult<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        let at = (offset + done as u64) as libc::off_t;
+        // SAFETY: `rest` is a valid readable buffer of `rest.len()` bytes.
+        let n = retry(|| cvt(unsafe { libc::pwrite(fd.0, rest.as_ptr().cast(), rest.len(), at) }))?;
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// `ftruncate(2)`.
+pub fn ftruncate(fd: &Fd, len: u64) -> SysResult<()> {
+    // SAFETY: plain call on a descriptor we own.
+    retry(|| cvt(unsafe { libc::ftruncate(fd.0, len as libc::off_t) })).map(drop)
+}
+
+/// What lockcore needs of a `struct stat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStat {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub nlink: u64,
+    pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub mtime_ns: i64,
+}
+
+impl FileStat {
+    fn from_raw(st: &libc::stat) -> FileStat {
+        FileStat {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            mode: st.st_mode,
+            nlink: st.st_nlink,
+            size: st.st_size as u64,
+            mtime_ns: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec),
+        }
+    }
+
+    pub fn is_file(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+
+    pub fn is_dir(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFDIR
+    }
+
+    pub fn is_symlink(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFLNK
+    }
+
+    pub fn same_file(&self, other: &FileStat) -> bool {
+        self.dev == other.dev && self.ino == other.ino
+    }
+}
+
+/// `fstat(2)`.
+pub fn fstat(fd: &Fd) -> SysResult<FileStat> {
+    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat fills the whole struct when it returns 0.
+    retry(|| cvt(unsafe { libc::fstat(fd.0, st.as_mut_ptr()) }))?;
+    // SAFETY: initialised by the successful call above.
+    Ok(FileStat::from_raw(unsafe { st.assume_init_ref() }))
+}
+
+/// `lstat(2)`: never follows a symlink in the last component.
+pub fn lstat(path: &CPath) -> SysResult<FileStat> {
+    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: NUL-terminated path; lstat fills the struct when it returns 0.
+    retry(|| cvt(unsafe { libc::lstat(path.as_cstr().as_ptr(), st.as_mut_ptr()) }))?;
+    // SAFETY: initialised by the successful call above.
+    Ok(FileStat::from_raw(unsafe { st.assume_init_ref() }))
+}
+
+/// `mkdir(2)`.
+pub fn mkdir(path: &CPath, mode: libc::mode_t) -> SysResult<()> {
+    // SAFETY: NUL-terminated path.
+    retry(|| cvt(unsafe { libc::mkdir(path.as_cstr().as_ptr(), mode) })).map(drop)
+}
+
+/// `rmdir(2)`.
+pub fn rmdir(path: &CPath) -> SysResult<()> {
+    // SAFETY: NUL-terminated path.
+    retry(|| cvt(unsafe { libc::rmdir(path.as_cstr().as_ptr()) })).map(drop)
+}
+
+/// `unlink(2)`.
+pub fn unlink(path: &CPath) -> SysResult<()> {
+    // SAFETY: NUL-terminated path.
+    retry(|| cvt(unsafe { libc::unlink(path.as_cstr().as_ptr()) })).map(drop)
+}
+
+/// `unlinkat(2)` of a file inside a directory we hold open.
+pub fn unlinkat(dir: &Fd, name: &CStr) -> SysResult<()> {
+    // SAFETY: NUL-terminated name; `dir` is an open descriptor.
+    retry(|| cvt(unsafe { libc::unlinkat(dir.0, name.as_ptr(), 0) })).map(drop)
+}
+
+/// `link(2)`: creates `new` as a second name of `old`; fails with `EEXIST`
+/// if `new` exists in any form, a symlink included, and never follows one.
+pub fn link(old: &CPath, new: &CPath) -> SysResult<()> {
+    // SAFETY: NUL-terminated paths.
+    retry(|| cvt(unsafe { libc::link(old.as_cstr().as_ptr(), new.as_cstr().as_ptr()) })).map(drop)
+}
+
+/// `renameat(2)` inside one directory we hold open.
+pub fn renameat(dir: &Fd, old: &CStr, new: &CStr) -> SysResult<()> {
+    // SAFETY: NUL-terminated names; `dir` is an open descriptor.
+    retry(|| cvt(unsafe { libc::renameat(dir.0, old.as_ptr(), dir.0, new.as_ptr()) })).map(drop)
+}
+
+/// `rename(2)`.
+pub fn rename(old: &CPath, new: &CPath) -> SysResult<()> {
+    // SAFETY: NUL-terminated paths.
+    retry(|| cvt(unsafe { libc::rename(old.as_cstr().as_ptr(), new.as_cstr().as_ptr()) })).map(drop)
+}
+
+/// `flock(2)` operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlockOp {
+    Exclusive,
+    Shared,
+    Unlock,
+}
+
+/// `flock(2)` without blocking: `Ok(false)` when another description holds it.
+pub fn try_flock(fd: &Fd, op: FlockOp) -> SysResult<bool> {
+    let op = match op {
+        FlockOp::Exclusive => libc::LOCK_EX | libc::LOCK_NB,
+        FlockOp::Shared => libc::LOCK_SH | libc::LOCK_NB,
+        FlockOp::Unlock => libc::LOCK_UN,
+    };
+    // SAFETY: plain call on a descriptor we own.
+    match retry(|| cvt(unsafe { libc::flock(fd.0, op) })) {
+        Ok(_) => Ok(true),
+        Err(Errno::EWOULDBLOCK) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `getpid(2)`.
+pub fn getpid() -> i32 {
+    // SAFETY: getpid cannot fail.
+    unsafe { libc::getpid() }
+}
+
+/// `kill(2)` with signal 0 or a real signal.
+pub fn kill(pid: i32, signal: i32) -> SysResult<()> {
+    // SAFETY: plain call; pid is checked positive by callers so that it never
+    // addresses a process group.
+    cvt(unsafe { libc::kill(pid, signal) }).map(drop)
+}
+
+/// `clock_gettime(2)` in nanoseconds.
+pub fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec out-pointer; the realtime and monotonic clocks
+    // always exist on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec.saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec)
+}
+
+/// `nanosleep(2)` for the whole duration, resuming after signals.
+pub fn sleep(duration: Duration) {
+    let mut request = libc::timespec {
+        tv_sec: duration.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: duration.subsec_nanos() as libc::c_long,
+    };
+    loop {
+        let mut remaining = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: both pointers are valid timespecs.
+        if unsafe { libc::nanosleep(&request, &mut remaining) } == 0 {
+            return;
+        }
+        if Errno::last() != Errno::EINTR {
+            return;
+        }
+        request = remaining;
+    }
+}
+
+/// `getrandom(2)`, filling all of `buf` from the kernel's CSPRNG.
+pub fn getrandom(buf: &mut [u8]) -> SysResult<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: `rest` is a valid writable buffer of `rest.len()` bytes.
+        let n = retry(|| cvt(unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) }))?;
+        filled += n as usize;
+    }
+    Ok(())
+}
+
+/// `gethostname(2)` into `buf`; returns the name's length.
+pub fn gethostname(buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes.
+    cvt(unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) })?;
+    Ok(buf.iter().position(|&b| b == 0).unwrap_or(buf.len()))
+}
+
+/// `sysconf(_SC_CLK_TCK)`: the unit of process start times in /proc.
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: plain call.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as u64
+    } else {
+        100
+    }
+}
+
+/// `renameat2(2)` with `RENAME_NOREPLACE`: fails with `EEXIST` instead of
+/// replacing `new`. Where the file system does not support the flag (NFS,
+/// older kernels) the error is `EINVAL` and the caller decides.
+pub fn rename_noreplace(old: &CPath, new: &CPath) -> SysResult<()> {
+    retry(|| {
+        // SAFETY: NUL-terminated paths, relative to the working directory.
+        cvt(unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                old.as_cstr().as_ptr(),
+                libc::AT_FDCWD,
+                new.as_cstr().as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        })
+    })
+    .map(drop)
+}

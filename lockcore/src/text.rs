@@ -1,0 +1,106 @@
+//! A byte buffer of fixed capacity that `write!` can fill: how records are
+//! formatted without allocation.
+
+use core::fmt;
+
+/// Up to `N` bytes of formatted text. A write that does not fit fails whole
+/// with [`fmt::Error`] rather than leaving a cut record behind.
+#[derive(Clone)]
+pub struct FixedText<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> FixedText<N> {
+    pub const fn new() -> Self {
+        FixedText { buf: [0; N], len: 0 }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    pub fn push_bytes(&mut self, bytes: &[u8]) -> fmt::Result {
+        let end = self.len.checked_add(bytes.len()).filter(|&end| end <= N).ok_or(fmt::Error)?;
+        self.buf[self.len..end].copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
+
+    /// Pads with `byte` up to exactly `len` bytes.
+    pub fn pad_to(&mut self, len: usize, byte: u8) -> fmt::Result {
+        if len > N || len < self.len {
+            return Err(fmt::Error);
+        }
+        self.buf[self.len..len].fill(byte);
+        self.len = len;
+        Ok(())
+    }
+}
+
+impl<const N: usize> fmt::Debug for FixedText<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", core::str::from_utf8(self.as_bytes()).unwrap_or("<bytes>"))
+    }
+}
+
+impl<const N: usize> Default for FixedText<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> fmt::Write for FixedText<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.push_bytes(s.as_bytes())
+    }
+}
+
+/// Parses an unsigned decimal with no sign, no spaces and no leading `+`.
+pub fn parse_u64(text: &[u8]) -> Option<u64> {
+    if text.is_empty() || text.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in text {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+/// Parses a signed decimal (`-` allowed).
+pub fn parse_i64(text: &[u8]) -> Option<i64> {
+    match text.strip_prefix(b"-") {
+        Some(digits) => parse_u64(digits).and_then(|v| i64::try_from(v).ok()).map(|v| -v),
+        None => parse_u64(text).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::fmt::Write;
+
+    #[test]
+    fn overflowing_write_fails_instead_of_truncating_silently() {
+        let mut t = FixedText::<4>::new();
+        assert!(write!(t, "abcde").is_err());
+        assert!(write!(t, "ab").is_ok());
+        assert_eq!(t.as_bytes(), b"ab");
+        assert!(t.pad_to(4, b' ').is_ok());
+        assert_eq!(t.as_bytes(), b"ab  ");
+    }
+
+    #[test]
+    fn numbers_parse_strictly() {
+        assert_eq!(parse_u64(b"42"), Some(42));
+        assert_eq!(parse_u64(b"+42"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_i64(b"-7"), Some(-7));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+    }
+}
