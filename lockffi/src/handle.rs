@@ -1,0 +1,100 @@
+//! The opaque handle C callers hold, and how one call at a time gets to it.
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use lockcore::Lock;
+
+use crate::boundary::Failure;
+use crate::result::lock_result;
+
+/// Called while `lock_acquire` waits: after `wmin`, then every `wafter`, with
+/// the time waited so far in milliseconds and the context pointer given to
+/// `lock_set_warning`.
+#[allow(non_camel_case_types)]
+pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, waited_ms: u64)>;
+
+/// A lock named by a spec, and this process's hold on it. Opaque to C;
+/// made by `lock_open`, freed by `lock_close`.
+///
+/// Threads: a handle may be used from any thread, but by one call at a time;
+/// a call made while another thread's call on the same handle is running
+/// returns `LOCK_ERR_HANDLE_IN_USE` and changes nothing. Separate handles,
+/// even of the same lock, are independent and exclude each other exactly as
+/// two processes would.
+///
+/// fork(): a lock held when the process forks belongs to the parent. In the
+/// child, `lock_release` and `lock_prolong` on the inherited handle return
+/// `LOCK_ERR_FORKED`, and `lock_close` frees the child's copy without
+/// releasing anything. A child may acquire through a handle that held
+/// nothing at fork time; it is then a new owner with its own pid.
+/// (For `flock`, the child's copy of the descriptor keeps the kernel lock
+/// alive until the child closes it or execs; descriptors are close-on-exec.)
+///
+/// Exit: locks still held when the process exits normally (return from
+/// `main`, `exit()`) are released, as LockFile::Simple's autoclean does. A
+/// process killed by a signal cannot release; a same-host acquirer then
+/// breaks its lock at once (`stale=pid`, the default), others after its TTL.
+#[allow(non_camel_case_types)]
+pub struct lock_handle {
+    /// Reached only through [`lock_handle::claim`], which makes the access
+    /// exclusive.
+    lock: UnsafeCell<Lock>,
+    in_use: AtomicBool,
+    pub(crate) warning: UnsafeCell<Option<Warning>>,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Warning {
+    pub callback: unsafe extern "C" fn(*mut c_void, u64),
+    pub context: *mut c_void,
+}
+
+impl lock_handle {
+    pub fn new(lock: Lock) -> lock_handle {
+        lock_handle {
+            lock: UnsafeCell::new(lock),
+            in_use: AtomicBool::new(false),
+            warning: UnsafeCell::new(None),
+        }
+    }
+
+    /// Exclusive access for one call. A second thread calling at the same
+    /// moment gets `LOCK_ERR_HANDLE_IN_USE` instead of a data race.
+    pub fn claim(&self) -> Result<Claimed<'_>, Failure> {
+        self.in_use
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .map_err(|_| Failure::Code(lock_result::LOCK_ERR_HANDLE_IN_USE))?;
+        Ok(Claimed { handle: self })
+    }
+}
+
+/// One call's exclusive access to a handle; gives it back on drop.
+pub struct Claimed<'a> {
+    handle: &'a lock_handle,
+}
+
+impl Claimed<'_> {
+    pub fn lock(&mut self) -> &mut Lock {
+        // SAFETY: `in_use` was swapped from false to true by `claim` and is
+        // reset only when this value drops, so no other reference to the
+        // Lock exists while this one lives.
+        unsafe { &mut *self.handle.lock.get() }
+    }
+
+    pub(crate) fn warning(&mut self) -> &mut Option<Warning> {
+        // SAFETY: exclusive for the same reason as `lock`.
+        unsafe { &mut *self.handle.warning.get() }
+    }
+
+    pub fn address(&self) -> usize {
+        self.handle as *const lock_handle as usize
+    }
+}
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        self.handle.in_use.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,464 @@
+//! # lockffi: the C interface of the lock library
+//!
+//! Built as `liblockffi.so` and `liblockffi.a`; the header is
+//! `include/lockffi.h`, generated from this crate by cbindgen.
+//!
+//! ## API conventions
+//! * Every function but `lock_version`, `lock_strerror`, `lock_close` and
+//!   `lock_last_error_message` returns a `lock_result`. Codes below 100 are
+//!   outcomes (`LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
+//!   `LOCK_TIMEOUT`); 100 and above are errors. Numbers never change and are
+//!   never reused. `lock_strerror` gives static text;
+//!   `lock_last_error_message` the detail of this thread's last failing call
+//!   (for a spec error: which key, and why).
+//! * Arguments: the handle first, then inputs, then outputs. Outputs are
+//!   written only when the call returns `LOCK_OK` (or, for release and
+//!   prolong, any outcome below 100). Optional outputs may be NULL.
+//! * `lock_open` / `lock_close` pair: the caller owns the handle between them.
+//! * No call panics into C, and no input makes one misbehave: NULL pointers
+//!   give `LOCK_ERR_NULL_ARGUMENT`, unknown result codes get a text.
+//! * Threads: a handle may be used from any thread, one call at a time; a
+//!   concurrent second call gets `LOCK_ERR_HANDLE_IN_USE`. Separate handles
+//!   are independent, even for the same lock: they exclude each other as two
+//!   processes would.
+//! * fork(): a lock held before fork() belongs to the parent. In the child,
+//!   the handle answers `LOCK_ERR_FORKED` to release and prolong, and
+//!   `lock_close` frees it without releasing the parent's lock. A child may
+//!   acquire with a handle that held nothing at fork time.
+//! * Exit: locks still held at normal process exit (return from `main`,
+//!   `exit()`) are released. A killed process's lock is stale at once for
+//!   same-host processes (`stale=pid`, the default), or after its TTL.
+//! * ABI stability: the functions, the result numbers and the layout of
+//!   `lock_info` are stable within a major version; `lock_handle` is opaque.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod autoclean;
+mod boundary;
+mod handle;
+mod result;
+
+use std::ffi::{c_char, c_void, CStr};
+use std::time::Duration;
+
+use lockcore::{Liveness, Lock, WallTime};
+
+use crate::boundary::{try_ref, write_optional, Failure};
+pub use crate::handle::{lock_handle, lock_warning_fn};
+use crate::handle::Warning;
+pub use crate::result::lock_result;
+
+/// Major version of this library; matches the crate version.
+pub const LOCKFFI_VERSION_MAJOR: u32 = 0;
+/// Minor version of this library.
+pub const LOCKFFI_VERSION_MINOR: u32 = 1;
+/// Patch version of this library.
+pub const LOCKFFI_VERSION_PATCH: u32 = 0;
+
+/// Pass as `timeout_ms` to `lock_acquire` to wait as long as it takes.
+pub const LOCK_WAIT_FOREVER: u64 = u64::MAX;
+
+/// Size of `lock_info.owner_host`, terminator included.
+pub const LOCK_HOST_CAPACITY: usize = 65;
+
+/// Whether a lock's holder is alive, as far as this host can prove.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum lock_liveness {
+    /// On another host or boot, or not decidable: never treated as dead.
+    LOCK_OWNER_UNKNOWN = 0,
+    /// Same host and boot, and the process (pid and start time) exists.
+    LOCK_OWNER_ALIVE = 1,
+    /// Same host and boot, and the process is gone, a zombie, or its pid reused.
+    LOCK_OWNER_DEAD = 2,
+}
+
+/// The state of a lock, as `lock_inspect` reads it without taking it.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug)]
+pub struct lock_info {
+    /// Whether anyone holds the lock.
+    pub held: bool,
+    /// Whether the holder is the handle that was inspected.
+    pub held_by_this_handle: bool,
+    /// Whether the next acquirer would break the lock (expired, or dead owner).
+    pub stale: bool,
+    /// The holder's liveness.
+    pub owner_liveness: lock_liveness,
+    /// The holder's pid; 0 if unknown or free.
+    pub owner_pid: i32,
+    /// The holder's host name, NUL-terminated; empty if unknown or free.
+    pub owner_host: [c_char; LOCK_HOST_CAPACITY],
+    /// The holder's fencing token; 0 if free or held by a foreign program.
+    pub fence: u64,
+    /// The last fencing token handed out for this lock.
+    pub last_fence: u64,
+    /// When the holder's TTL runs out, in Unix milliseconds; 0 for never.
+    pub expires_unix_ms: i64,
+    /// The lock stays closed until then (Unix milliseconds); 0 for no cooldown.
+    pub cooldown_until_unix_ms: i64,
+}
+
+/// The library's version as "MAJOR.MINOR.PATCH"; static, never NULL.
+#[no_mangle]
+pub extern "C" fn lock_version() -> *const c_char {
+    const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => c"unknown",
+    };
+    VERSION.as_ptr()
+}
+
+/// Static text for a result code; never NULL, also for unknown codes.
+/// Takes an int so that any value, even one no enum member has, is safe.
+#[no_mangle]
+pub extern "C" fn lock_strerror(code: i32) -> *const c_char {
+    lock_result::ALL
+        .iter()
+        .find(|&&c| c as i32 == code)
+        .map_or(c"unknown lock result code", |c| c.text())
+        .as_ptr()
+}
+
+/// Copies a description of this thread's last failing `lock_*` call into
+/// `buf` (NUL-terminated, cut to fit `buf_len`) and returns the description's
+/// full length. With `buf` NULL or `buf_len` 0 it only returns the length.
+/// Empty after a call that succeeded.
+///
+/// # Safety
+/// `buf` is NULL or valid for `buf_len` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn lock_last_error_message(buf: *mut c_char, buf_len: usize) -> usize {
+    std::panic::catch_unwind(|| boundary::copy_last_message(buf, buf_len)).unwrap_or(0)
+}
+
+/// Parses `spec` (`scheme:target?key=value&...`) and makes a handle for the
+/// lock it names. No file is touched until the handle is used.
+///
+/// # Safety
+/// `spec` is NULL or a NUL-terminated string; `handle_out` is NULL or valid
+/// for one write.
+#[no_mangle]
+pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lock_handle) -> lock_result {
+    boundary::call(|| {
+        if spec.is_null() || handle_out.is_null() {
+            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract above.
+        let spec = unsafe { CStr::from_ptr(spec) };
+        let lock = Lock::open(spec.to_bytes())?;
+        let handle = Box::into_raw(Box::new(lock_handle::new(lock)));
+        // SAFETY: checked non-NULL above, valid for a write by contract.
+        unsafe { handle_out.write(handle) };
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Releases the lock if this process holds it (no cooldown) and frees the
+/// handle. NULL is ignored. In a child of fork() the parent's lock is left
+/// held.
+///
+/// # Safety
+/// `handle` is NULL or came from `lock_open` and was not closed yet; no other
+/// thread uses it during or after this call.
+#[no_mangle]
+pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) {
+    if handle.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        autoclean::unregister_and(handle as usize, || {
+            // SAFETY: by contract the pointer came from Box::into_raw in
+            // lock_open and is freed exactly once, here. Dropping the Lock
+            // releases a lock held by this process.
+            drop(unsafe { Box::from_raw(handle) });
+        });
+    }));
+}
+
+/// One attempt to take the lock. `LOCK_BUSY` if someone else holds it or it
+/// is cooling down. On `LOCK_OK`, `*fence_out` (if not NULL) receives the
+/// fencing token: greater than that of every earlier acquisition of this lock.
+///
+/// # Safety
+/// `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
+/// valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *mut u64) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        let acquired = claimed.lock().try_acquire()?;
+        autoclean::register(claimed.address());
+        write_optional(fence_out, acquired.fence);
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Takes the lock, waiting at most `timeout_ms` milliseconds
+/// (`LOCK_WAIT_FOREVER`: no limit; 0: one attempt, like `lock_try_acquire`
+/// but answering `LOCK_TIMEOUT`). The wait is a deadline on the monotonic
+/// clock, with jittered exponential backoff between attempts; the warning
+/// callback, if set, is called after `wmin` and every `wafter`.
+///
+/// # Safety
+/// As for `lock_try_acquire`.
+#[no_mangle]
+pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64, fence_out: *mut u64) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        let budget = (timeout_ms != LOCK_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms));
+        let warning = *claimed.warning();
+        let mut notify = |waited: Duration| {
+            if let Some(w) = warning {
+                let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+                // SAFETY: lock_set_warning's contract: the callback and its
+                // context stay valid while the handle may call them.
+                unsafe { (w.callback)(w.context, waited_ms) };
+            }
+        };
+        let warn: Option<&mut dyn FnMut(Duration)> = if warning.is_some() { Some(&mut notify) } else { None };
+        let acquired = claimed.lock().acquire_with(budget, &mut lockcore::wait::Sleep, warn)?;
+        autoclean::register(claimed.address());
+        write_optional(fence_out, acquired.fence);
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Releases the lock. A non-zero `cooldown_ms` keeps it closed to everyone
+/// for that long. Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody
+/// took it; released now) or `LOCK_LOST` (someone else holds it; nothing
+/// removed). After any of these the handle holds nothing.
+///
+/// # Safety
+/// `handle` is NULL or a live handle from `lock_open`.
+#[no_mangle]
+pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        let outcome = claimed.lock().release(Duration::from_millis(cooldown_ms))?;
+        autoclean::unregister(claimed.address());
+        Ok(outcome.into())
+    })
+}
+
+/// Moves the expiry to now + `ttl_ms` (0: the spec's `ttl`; without one, the
+/// lock no longer expires). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
+/// but nobody took it; held again now) or `LOCK_LOST` (someone else holds it;
+/// the handle holds nothing).
+///
+/// # Safety
+/// `handle` is NULL or a live handle from `lock_open`.
+#[no_mangle]
+pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        let ttl = (ttl_ms != 0).then(|| Duration::from_millis(ttl_ms));
+        let outcome = claimed.lock().prolong(ttl)?;
+        if outcome == lockcore::ProlongOutcome::Lost {
+            autoclean::unregister(claimed.address());
+        }
+        Ok(outcome.into())
+    })
+}
+
+/// Reads who holds the lock, until when, its fences and cooldown, without
+/// taking it.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut lock_info) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        if info_out.is_null() {
+            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
+        }
+        let mut claimed = handle.claim()?;
+        let inspection = claimed.lock().inspect()?;
+        let mut info = lock_info {
+            held: false,
+            held_by_this_handle: false,
+            stale: false,
+            owner_liveness: lock_liveness::LOCK_OWNER_UNKNOWN,
+            owner_pid: 0,
+            owner_host: [0; LOCK_HOST_CAPACITY],
+            fence: 0,
+            last_fence: inspection.last_fence,
+            expires_unix_ms: 0,
+            cooldown_until_unix_ms: inspection.cooldown_until.map_or(0, WallTime::unix_millis),
+        };
+        if let Some(holder) = inspection.holder {
+            info.held = true;
+            info.held_by_this_handle = holder.this_handle;
+            info.stale = holder.stale;
+            info.owner_liveness = match holder.liveness {
+                Liveness::Alive => lock_liveness::LOCK_OWNER_ALIVE,
+                Liveness::Dead => lock_liveness::LOCK_OWNER_DEAD,
+                Liveness::Unknown => lock_liveness::LOCK_OWNER_UNKNOWN,
+            };
+            info.owner_pid = holder.pid;
+            if let Some(host) = holder.host {
+                // Host names are at most 64 bytes: the terminator always fits.
+                for (dst, &src) in info.owner_host.iter_mut().zip(host.as_bytes()) {
+                    *dst = src as c_char;
+                }
+            }
+            if let Some(record) = holder.record {
+                info.fence = record.fence;
+                info.expires_unix_ms = record.expires.map_or(0, WallTime::unix_millis);
+            }
+        }
+        write_optional(info_out, info);
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Removes the lock whoever holds it: an operator's tool for a holder known
+/// to be gone. `*was_held_out` (if not NULL) tells whether there was a lock.
+/// `LOCK_ERR_UNSUPPORTED` for flock, which only its holder's exit releases.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `was_held_out` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn lock_break(handle: *mut lock_handle, was_held_out: *mut bool) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        let was_held = claimed.lock().break_lock()?;
+        write_optional(was_held_out, was_held);
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Sets (or, with NULL, clears) the callback `lock_acquire` calls while it
+/// waits: after `wmin` (spec option, default 15s), then every `wafter`
+/// (default 20s). `warn=0` in the spec silences it.
+///
+/// # Safety
+/// `handle` is NULL or a live handle. `callback` and `context` must stay
+/// valid while the handle can call them; the callback must not unwind or
+/// longjmp out, and must not use this handle.
+#[no_mangle]
+pub unsafe extern "C" fn lock_set_warning(
+    handle: *mut lock_handle,
+    callback: lock_warning_fn,
+    context: *mut c_void,
+) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        *claimed.warning() = callback.map(|callback| Warning { callback, context });
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Copies the path that is the lock (lock file, lock directory, flock'd file)
+/// into `buf` as a NUL-terminated string. `LOCK_ERR_BUFFER_TOO_SMALL` (and
+/// nothing written) if `buf_len` cannot hold it and its terminator;
+/// `*len_out` (if not NULL) receives the length without terminator.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes;
+/// `len_out` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn lock_path(
+    handle: *mut lock_handle,
+    buf: *mut c_char,
+    buf_len: usize,
+    len_out: *mut usize,
+) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        if buf.is_null() {
+            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
+        }
+        let mut claimed = handle.claim()?;
+        let path = claimed.lock().path().as_bytes();
+        if path.len() >= buf_len {
+            return Err(Failure::Code(lock_result::LOCK_ERR_BUFFER_TOO_SMALL));
+        }
+        // SAFETY: `buf` has `buf_len > path.len()` writable bytes by contract.
+        unsafe {
+            std::ptr::copy_nonoverlapping(path.as_ptr(), buf.cast::<u8>(), path.len());
+            *buf.add(path.len()) = 0;
+        }
+        write_optional(len_out, path.len());
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_constants_match_cargo() {
+        assert_eq!(LOCKFFI_VERSION_MAJOR.to_string(), env!("CARGO_PKG_VERSION_MAJOR"));
+        assert_eq!(LOCKFFI_VERSION_MINOR.to_string(), env!("CARGO_PKG_VERSION_MINOR"));
+        assert_eq!(LOCKFFI_VERSION_PATCH.to_string(), env!("CARGO_PKG_VERSION_PATCH"));
+        // SAFETY: lock_version returns a static NUL-terminated string.
+        let v = unsafe { CStr::from_ptr(lock_version()) };
+        assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn strerror_answers_every_int() {
+        for code in [-1, 5, 99, 901, i32::MIN, i32::MAX] {
+            // SAFETY: static NUL-terminated text.
+            let text = unsafe { CStr::from_ptr(lock_strerror(code)) };
+            assert_eq!(text.to_str().unwrap(), "unknown lock result code");
+        }
+        // SAFETY: as above.
+        let text = unsafe { CStr::from_ptr(lock_strerror(lock_result::LOCK_BUSY as i32)) };
+        assert_eq!(text.to_str().unwrap(), "the lock is held by someone else or cooling down");
+    }
+
+    #[test]
+    fn spec_errors_leave_a_message_naming_the_key() {
+        let mut handle: *mut lock_handle = std::ptr::null_mut();
+        // SAFETY: valid C string and out-pointer.
+        let code = unsafe { lock_open(c"lockfile:/tmp/x?ttl=soon".as_ptr(), &mut handle) };
+        assert_eq!(code, lock_result::LOCK_ERR_SPEC_BAD_VALUE);
+        assert!(handle.is_null(), "outputs are written only on success");
+        let mut buf = [0 as c_char; 128];
+        // SAFETY: buf is valid for its length.
+        let len = unsafe { lock_last_error_message(buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: NUL-terminated by lock_last_error_message.
+        let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert_eq!(len, text.len());
+        assert!(text.contains("'ttl'"), "{text}");
+    }
+
+    #[test]
+    fn null_arguments_are_refused_not_dereferenced() {
+        // SAFETY: NULL is allowed by every contract and must be refused.
+        unsafe {
+            assert_eq!(lock_open(std::ptr::null(), std::ptr::null_mut()), lock_result::LOCK_ERR_NULL_ARGUMENT);
+            assert_eq!(lock_try_acquire(std::ptr::null_mut(), std::ptr::null_mut()), lock_result::LOCK_ERR_NULL_ARGUMENT);
+            assert_eq!(lock_release(std::ptr::null_mut(), 0), lock_result::LOCK_ERR_NULL_ARGUMENT);
+            assert_eq!(lock_inspect(std::ptr::null_mut(), std::ptr::null_mut()), lock_result::LOCK_ERR_NULL_ARGUMENT);
+            lock_close(std::ptr::null_mut());
+        }
+    }
+
+    #[test]
+    fn a_handle_in_use_refuses_a_second_caller() {
+        let mut handle: *mut lock_handle = std::ptr::null_mut();
+        // SAFETY: valid arguments; the handle is closed at the end.
+        unsafe {
+            assert_eq!(lock_open(c"flock:/tmp/lockffi-in-use-test".as_ptr(), &mut handle), lock_result::LOCK_OK);
+            let claimed = (*handle).claim().unwrap();
+            assert_eq!(lock_try_acquire(handle, std::ptr::null_mut()), lock_result::LOCK_ERR_HANDLE_IN_USE);
+            drop(claimed);
+            assert_eq!(lock_try_acquire(handle, std::ptr::null_mut()), lock_result::LOCK_OK);
+            assert_eq!(lock_release(handle, 0), lock_result::LOCK_OK);
+            lock_close(handle);
+        }
+    }
+}
