@@ -24,10 +24,7 @@ fn main() {
 
     // The header on its own, as a C99 and as a C++ translation unit. These
     // objects are not linked; compiling them is the check.
-    strict_c(&include)
-        .file(root.join("c/header_c99.c"))
-        .cargo_metadata(false)
-        .compile("lockffi_header_c99");
+    strict_c(&include).file(root.join("c/header_c99.c")).cargo_metadata(false).compile("lockffi_header_c99");
     cc::Build::new()
         .cpp(true)
         .include(&include)

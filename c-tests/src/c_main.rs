@@ -3,9 +3,8 @@
 use std::ffi::{c_char, c_int, CString};
 
 pub fn run(c_main: unsafe extern "C" fn(c_int, *const *const c_char) -> c_int) -> ! {
-    let args: Vec<CString> = std::env::args_os()
-        .map(|a| CString::new(a.into_encoded_bytes()).expect("arguments contain no NUL"))
-        .collect();
+    let args: Vec<CString> =
+        std::env::args_os().map(|a| CString::new(a.into_encoded_bytes()).expect("arguments contain no NUL")).collect();
     let mut argv: Vec<*const c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let argc = c_int::try_from(args.len()).expect("argument count fits in an int");

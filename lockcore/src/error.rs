@@ -44,12 +44,7 @@ impl SpecError {
         let len = key.len().min(KEY_TEXT_CAPACITY);
         let mut text = [0u8; KEY_TEXT_CAPACITY];
         text[..len].copy_from_slice(&key[..len]);
-        SpecError {
-            kind,
-            key: text,
-            key_len: len as u8,
-            reason,
-        }
+        SpecError { kind, key: text, key_len: len as u8, reason }
     }
 
     /// The key the error is about; empty when it is about the spec as a whole.

@@ -81,10 +81,7 @@ impl GuardState {
         if words.next().is_some() {
             return Err(corrupt);
         }
-        Ok(GuardState {
-            fence,
-            cooldown_until: (cooldown != 0).then(|| WallTime::from_unix_nanos(cooldown)),
-        })
+        Ok(GuardState { fence, cooldown_until: (cooldown != 0).then(|| WallTime::from_unix_nanos(cooldown)) })
     }
 
     /// Whether a cooldown keeps the lock closed at `now`.
@@ -121,7 +118,8 @@ impl GuardFile {
         let pid = sys::getpid();
         loop {
             if self.open.as_ref().map_or(true, |&(_, opener)| opener != pid) {
-                let fd = sys::open(&self.path, libc::O_RDWR | libc::O_CREAT, self.mode).map_err(Error::from_path_errno)?;
+                let fd =
+                    sys::open(&self.path, libc::O_RDWR | libc::O_CREAT, self.mode).map_err(Error::from_path_errno)?;
                 if !sys::fstat(&fd).map_err(Error::Os)?.is_file() {
                     return Err(Error::NotALock);
                 }
@@ -148,9 +146,7 @@ impl GuardFile {
         }
         let Some((fd, _)) = self.open.as_ref() else { unreachable!("opened above") };
         let mut bytes = [0u8; GUARD_RECORD_LEN + 1];
-        let result = sys::pread_full(fd, &mut bytes, 0)
-            .map_err(Error::Os)
-            .and_then(|n| GuardState::parse(&bytes[..n]));
+        let result = sys::pread_full(fd, &mut bytes, 0).map_err(Error::Os).and_then(|n| GuardState::parse(&bytes[..n]));
         match result {
             Ok(state) => Ok(HeldGuard { fd, state }),
             Err(e) => {
@@ -188,10 +184,7 @@ mod tests {
 
     #[test]
     fn guard_state_round_trips_at_fixed_length() {
-        let state = GuardState {
-            fence: u64::MAX,
-            cooldown_until: Some(WallTime::from_unix_nanos(i64::MIN + 1)),
-        };
+        let state = GuardState { fence: u64::MAX, cooldown_until: Some(WallTime::from_unix_nanos(i64::MIN + 1)) };
         let text = state.encode();
         assert_eq!(text.as_bytes().len(), GUARD_RECORD_LEN);
         assert_eq!(GuardState::parse(text.as_bytes()), Ok(state));

@@ -78,12 +78,7 @@ impl Lock {
             Scheme::Mkdir => AnyStrategy::Mkdir(Mkdir::new(&spec)?),
             Scheme::Flock => AnyStrategy::Flock(Flock::new(&spec)),
         };
-        Ok(Lock {
-            spec,
-            me,
-            strategy,
-            held: None,
-        })
+        Ok(Lock { spec, me, strategy, held: None })
     }
 
     pub fn spec(&self) -> &Spec {
@@ -115,17 +110,10 @@ impl Lock {
         let nonce = Nonce::random()?;
         let now = WallTime::now();
         let expires = self.spec.options.ttl.map(|ttl| now.saturating_add(ttl));
-        let cx = Context {
-            me: &self.me,
-            options: &self.spec.options,
-            now,
-        };
+        let cx = Context { me: &self.me, options: &self.spec.options, now };
         let record = self.strategy.get().try_acquire(&cx, nonce, expires)?;
         self.held = Some(record);
-        Ok(Acquired {
-            fence: record.fence,
-            expires: record.expires,
-        })
+        Ok(Acquired { fence: record.fence, expires: record.expires })
     }
 
     /// Waits up to `budget` (`None`: as long as it takes) for the lock.
@@ -142,11 +130,8 @@ impl Lock {
         warn: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Acquired, Error> {
         let options = self.spec.options;
-        let warnings = warn.filter(|_| options.warn).map(|notify| Warnings {
-            first: options.wmin,
-            every: options.wafter,
-            notify,
-        });
+        let warnings =
+            warn.filter(|_| options.warn).map(|notify| Warnings { first: options.wmin, every: options.wafter, notify });
         let seed = Nonce::random()?.0 as u64;
         wait::wait_for(budget, wake, warnings, seed, || self.try_acquire())
     }
@@ -162,11 +147,7 @@ impl Lock {
     /// the outcome; on an error it still holds.
     pub fn release(&mut self, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let held = self.held_here()?;
-        let cx = Context {
-            me: &self.me,
-            options: &self.spec.options,
-            now: WallTime::now(),
-        };
+        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
         let outcome = self.strategy.get().release(&cx, &held, cooldown)?;
         self.held = None;
         Ok(outcome)
@@ -178,11 +159,7 @@ impl Lock {
         let held = self.held_here()?;
         let now = WallTime::now();
         let expires = ttl.or(self.spec.options.ttl).map(|ttl| now.saturating_add(ttl));
-        let cx = Context {
-            me: &self.me,
-            options: &self.spec.options,
-            now,
-        };
+        let cx = Context { me: &self.me, options: &self.spec.options, now };
         let outcome = self.strategy.get().prolong(&cx, &held, expires)?;
         self.held = match outcome {
             ProlongOutcome::Lost => None,
@@ -194,11 +171,7 @@ impl Lock {
     /// Reads the lock's state without taking it.
     pub fn inspect(&mut self) -> Result<Inspection, Error> {
         self.refresh_identity()?;
-        let cx = Context {
-            me: &self.me,
-            options: &self.spec.options,
-            now: WallTime::now(),
-        };
+        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
         let mut inspection = self.strategy.get().inspect(&cx)?;
         if let (Some(holder), Some(held)) = (inspection.holder.as_mut(), self.held.as_ref()) {
             holder.this_handle = holder.record.is_some_and(|rec| rec.nonce == held.nonce);
@@ -210,11 +183,7 @@ impl Lock {
     /// holder is gone. `Ok(false)` if it was free.
     pub fn break_lock(&mut self) -> Result<bool, Error> {
         self.refresh_identity()?;
-        let cx = Context {
-            me: &self.me,
-            options: &self.spec.options,
-            now: WallTime::now(),
-        };
+        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
         self.strategy.get().break_lock(&cx)
     }
 

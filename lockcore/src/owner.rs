@@ -33,10 +33,7 @@ impl HostName {
         }
         let mut buf = [0; HOST_CAPACITY];
         buf[..bytes.len()].copy_from_slice(bytes);
-        Some(HostName {
-            buf,
-            len: bytes.len() as u8,
-        })
+        Some(HostName { buf, len: bytes.len() as u8 })
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -143,11 +140,7 @@ impl Owner {
             // and let `judge` answer Unknown rather than guess by pid.
             Err(_) => 0,
         };
-        Ok(Owner {
-            host: HostName::current(),
-            boot: BootId::current(),
-            process: ProcessId { pid, start_ticks },
-        })
+        Ok(Owner { host: HostName::current(), boot: BootId::current(), process: ProcessId { pid, start_ticks } })
     }
 
     /// Whether `other` is provably alive, provably dead, or out of our sight.
@@ -308,10 +301,7 @@ fn parse_process_stat(text: &[u8]) -> Option<ProcessStat> {
         }
         ticks = ticks.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
     }
-    Some(ProcessStat {
-        state,
-        start_ticks: ticks,
-    })
+    Some(ProcessStat { state, start_ticks: ticks })
 }
 
 fn read_proc_file(path: &[u8], buf: &mut [u8]) -> Result<usize, Errno> {
@@ -326,7 +316,8 @@ fn process_start_wall_time(start_ticks: u64) -> WallTime {
     let since_boot_ns = sys::clock_ns(libc::CLOCK_BOOTTIME);
     let now = WallTime::now();
     let ticks_per_second = sys::clock_ticks_per_second();
-    let start_ns = (u128::from(start_ticks) * 1_000_000_000 / u128::from(ticks_per_second)).min(i64::MAX as u128) as i64;
+    let start_ns =
+        (u128::from(start_ticks) * 1_000_000_000 / u128::from(ticks_per_second)).min(i64::MAX as u128) as i64;
     WallTime::from_unix_nanos(now.unix_nanos().saturating_sub(since_boot_ns).saturating_add(start_ns))
 }
 

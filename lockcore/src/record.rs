@@ -103,10 +103,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, CorruptKind> {
     let first = lines.next().ok_or(CorruptKind::Record)?;
     let (stamp_pid, stamp_host) = parse_stamp(first).ok_or(CorruptKind::Record)?;
     if lines.is_done() {
-        return Ok(Parsed::Foreign {
-            pid: stamp_pid,
-            host: stamp_host,
-        });
+        return Ok(Parsed::Foreign { pid: stamp_pid, host: stamp_host });
     }
     let corrupt = CorruptKind::Record;
     if lines.next() != Some(b"lockcore 1") {
@@ -130,11 +127,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, CorruptKind> {
         return Err(corrupt);
     }
     Ok(Parsed::Ours(Record {
-        owner: Owner {
-            host,
-            boot,
-            process: ProcessId { pid, start_ticks },
-        },
+        owner: Owner { host, boot, process: ProcessId { pid, start_ticks } },
         nonce,
         fence,
         expires,
@@ -215,13 +208,7 @@ mod tests {
     #[test]
     fn lockfile_simple_stamps_are_foreign_records() {
         assert_eq!(parse(b"4242\n"), Ok(Parsed::Foreign { pid: 4242, host: None }));
-        assert_eq!(
-            parse(b"4242:web-1\n"),
-            Ok(Parsed::Foreign {
-                pid: 4242,
-                host: HostName::from_bytes(b"web-1")
-            })
-        );
+        assert_eq!(parse(b"4242:web-1\n"), Ok(Parsed::Foreign { pid: 4242, host: HostName::from_bytes(b"web-1") }));
         assert_eq!(parse(b""), Ok(Parsed::Empty));
     }
 

@@ -143,10 +143,8 @@ impl Spec {
 
     /// Parses `scheme:target?key=value&...`.
     pub fn parse(spec: &[u8]) -> Result<Spec, SpecError> {
-        let colon = spec
-            .iter()
-            .position(|&b| b == b':')
-            .ok_or_else(|| syntax("expected 'scheme:target', found no ':'"))?;
+        let colon =
+            spec.iter().position(|&b| b == b':').ok_or_else(|| syntax("expected 'scheme:target', found no ':'"))?;
         let scheme_name = &spec[..colon];
         if scheme_name.is_empty() {
             return Err(syntax("the scheme before ':' is empty"));
@@ -177,11 +175,7 @@ impl Spec {
         if let Some(query) = query {
             parse_query(scheme, query, &mut options)?;
         }
-        Ok(Spec {
-            scheme,
-            target,
-            options,
-        })
+        Ok(Spec { scheme, target, options })
     }
 }
 
@@ -247,10 +241,7 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
         }
         seen |= key.bit();
 
-        let mut value = ShortText {
-            buf: [0; VALUE_CAPACITY],
-            len: 0,
-        };
+        let mut value = ShortText { buf: [0; VALUE_CAPACITY], len: 0 };
         decode_into(raw_value, |chunk| {
             if value.len + chunk.len() > VALUE_CAPACITY {
                 return Err(());
@@ -284,7 +275,10 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
             }
             Key::Nfs => options.nfs = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
             Key::Warn => options.warn = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
-            Key::Mode => options.mode = Some(parse_mode(v).ok_or_else(|| bad_value(name, "expected octal permission bits such as 0644"))?),
+            Key::Mode => {
+                options.mode =
+                    Some(parse_mode(v).ok_or_else(|| bad_value(name, "expected octal permission bits such as 0644"))?)
+            }
             Key::Wmin => options.wmin = parse_duration(v).map_err(|reason| bad_value(name, reason))?,
             Key::Wafter => {
                 let every = parse_duration(v).map_err(|reason| bad_value(name, reason))?;
@@ -313,7 +307,9 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
 
 fn unknown_key_reason(scheme: Scheme) -> &'static str {
     match scheme {
-        Scheme::Lockfile => "unknown option; lockfile takes ttl, hold, stale, nfs, mode, format, ext, warn, wmin, wafter",
+        Scheme::Lockfile => {
+            "unknown option; lockfile takes ttl, hold, stale, nfs, mode, format, ext, warn, wmin, wafter"
+        }
         Scheme::Mkdir => "unknown option; mkdir takes ttl, hold, stale, mode, warn, wmin, wafter",
         Scheme::Flock => "unknown option; flock takes ttl, hold, stale, mode, warn, wmin, wafter",
     }
@@ -373,10 +369,7 @@ pub fn parse_duration(v: &[u8]) -> Result<Duration, &'static str> {
     }
     let mut amount: u64 = 0;
     for &d in &v[..digits] {
-        amount = amount
-            .checked_mul(10)
-            .and_then(|a| a.checked_add(u64::from(d - b'0')))
-            .ok_or("is too large")?;
+        amount = amount.checked_mul(10).and_then(|a| a.checked_add(u64::from(d - b'0'))).ok_or("is too large")?;
     }
     let millis_per_unit: u64 = match &v[digits..] {
         b"ms" => 1,

@@ -87,10 +87,7 @@ pub enum PathError {
 
 impl CPath {
     pub const fn empty() -> CPath {
-        CPath {
-            buf: [0; PATH_CAPACITY],
-            len: 0,
-        }
+        CPath { buf: [0; PATH_CAPACITY], len: 0 }
     }
 
     /// Builds a path from pieces, in order.

@@ -44,10 +44,7 @@ impl Backoff {
 
     /// `seed` should differ between waiters; any value but zero works.
     pub fn new(seed: u64) -> Backoff {
-        Backoff {
-            next: Self::FIRST,
-            rng: seed | 1,
-        }
+        Backoff { next: Self::FIRST, rng: seed | 1 }
     }
 
     pub fn next_delay(&mut self) -> Duration {
@@ -191,11 +188,8 @@ mod tests {
             }
             count += 1;
         };
-        let warnings = Warnings {
-            first: Duration::from_millis(20),
-            every: Duration::from_millis(30),
-            notify: &mut notify,
-        };
+        let warnings =
+            Warnings { first: Duration::from_millis(20), every: Duration::from_millis(30), notify: &mut notify };
         let r: Result<(), Error> =
             wait_for(Some(Duration::from_millis(95)), &mut Sleep, Some(warnings), 3, || Err(Error::Busy));
         assert_eq!(r, Err(Error::Timeout));

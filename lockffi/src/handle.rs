@@ -53,11 +53,7 @@ pub(crate) struct Warning {
 
 impl lock_handle {
     pub fn new(lock: Lock) -> lock_handle {
-        lock_handle {
-            lock: UnsafeCell::new(lock),
-            in_use: AtomicBool::new(false),
-            warning: UnsafeCell::new(None),
-        }
+        lock_handle { lock: UnsafeCell::new(lock), in_use: AtomicBool::new(false), warning: UnsafeCell::new(None) }
     }
 
     /// Exclusive access for one call. A second thread calling at the same

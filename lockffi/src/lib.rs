@@ -44,8 +44,8 @@ use std::time::Duration;
 use lockcore::{Liveness, Lock, WallTime};
 
 use crate::boundary::{try_ref, write_optional, Failure};
-pub use crate::handle::{lock_handle, lock_warning_fn};
 use crate::handle::Warning;
+pub use crate::handle::{lock_handle, lock_warning_fn};
 pub use crate::result::lock_result;
 
 /// Major version of this library; matches the crate version.
@@ -115,11 +115,7 @@ pub extern "C" fn lock_version() -> *const c_char {
 /// Takes an int so that any value, even one no enum member has, is safe.
 #[no_mangle]
 pub extern "C" fn lock_strerror(code: i32) -> *const c_char {
-    lock_result::ALL
-        .iter()
-        .find(|&&c| c as i32 == code)
-        .map_or(c"unknown lock result code", |c| c.text())
-        .as_ptr()
+    lock_result::ALL.iter().find(|&&c| c as i32 == code).map_or(c"unknown lock result code", |c| c.text()).as_ptr()
 }
 
 /// Copies a description of this thread's last failing `lock_*` call into
@@ -440,7 +436,10 @@ mod tests {
         // SAFETY: NULL is allowed by every contract and must be refused.
         unsafe {
             assert_eq!(lock_open(std::ptr::null(), std::ptr::null_mut()), lock_result::LOCK_ERR_NULL_ARGUMENT);
-            assert_eq!(lock_try_acquire(std::ptr::null_mut(), std::ptr::null_mut()), lock_result::LOCK_ERR_NULL_ARGUMENT);
+            assert_eq!(
+                lock_try_acquire(std::ptr::null_mut(), std::ptr::null_mut()),
+                lock_result::LOCK_ERR_NULL_ARGUMENT
+            );
             assert_eq!(lock_release(std::ptr::null_mut(), 0), lock_result::LOCK_ERR_NULL_ARGUMENT);
             assert_eq!(lock_inspect(std::ptr::null_mut(), std::ptr::null_mut()), lock_result::LOCK_ERR_NULL_ARGUMENT);
             lock_close(std::ptr::null_mut());

@@ -30,7 +30,9 @@ use crate::guard::{GuardState, GUARD_RECORD_LEN};
 use crate::owner::{Liveness, Nonce};
 use crate::record::{Record, Stamp, RECORD_CAPACITY};
 use crate::spec::Spec;
-use crate::strategy::{past_expiry, Context, Found, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy, READ_RECORD_FLAGS};
+use crate::strategy::{
+    past_expiry, Context, Found, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy, READ_RECORD_FLAGS,
+};
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
 use crate::text::FixedText;
 
@@ -46,11 +48,7 @@ pub struct Flock {
 
 impl Flock {
     pub fn new(spec: &Spec) -> Flock {
-        Flock {
-            path: spec.target().clone(),
-            mode: spec.options.mode.unwrap_or(DEFAULT_MODE),
-            held: None,
-        }
+        Flock { path: spec.target().clone(), mode: spec.options.mode.unwrap_or(DEFAULT_MODE), held: None }
     }
 
     pub fn path(&self) -> &CPath {
@@ -103,12 +101,7 @@ impl Strategy for Flock {
         }
         state.fence += 1;
         state.cooldown_until = None;
-        let record = Record {
-            owner: *cx.me,
-            nonce,
-            fence: state.fence,
-            expires,
-        };
+        let record = Record { owner: *cx.me, nonce, fence: state.fence, expires };
         Self::write_state(&fd, &state, Some(&record))?;
         self.held = Some(fd);
         Ok(record)
@@ -125,11 +118,7 @@ impl Strategy for Flock {
         }
         Self::write_state(&fd, &state, None)?;
         sys::try_flock(&fd, FlockOp::Unlock).map_err(Error::Os)?;
-        Ok(if past_expiry(held.expires, cx.now) {
-            ReleaseOutcome::Expired
-        } else {
-            ReleaseOutcome::Released
-        })
+        Ok(if past_expiry(held.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
@@ -139,11 +128,7 @@ impl Strategy for Flock {
         }
         let (state, _) = read_state(fd)?;
         Self::write_state(fd, &state, Some(&Record { expires, ..*held }))?;
-        Ok(if past_expiry(held.expires, cx.now) {
-            ProlongOutcome::Expired
-        } else {
-            ProlongOutcome::Prolonged
-        })
+        Ok(if past_expiry(held.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
@@ -153,13 +138,7 @@ impl Strategy for Flock {
             None => {
                 probe = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
                     Ok(fd) => fd,
-                    Err(Errno::ENOENT) => {
-                        return Ok(Inspection {
-                            holder: None,
-                            last_fence: 0,
-                            cooldown_until: None,
-                        })
-                    }
+                    Err(Errno::ENOENT) => return Ok(Inspection { holder: None, last_fence: 0, cooldown_until: None }),
                     Err(e) => return Err(Error::from_path_errno(e)),
                 };
                 if !sys::fstat(&probe).map_err(Error::Os)?.is_file() {

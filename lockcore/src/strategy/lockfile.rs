@@ -113,7 +113,12 @@ impl Files {
 }
 
 impl Strategy for LockFile {
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<crate::WallTime>) -> Result<Record, Error> {
+    fn try_acquire(
+        &mut self,
+        cx: &Context<'_>,
+        nonce: Nonce,
+        expires: Option<crate::WallTime>,
+    ) -> Result<Record, Error> {
         let mut guard = self.guard.lock()?;
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
@@ -132,12 +137,7 @@ impl Strategy for LockFile {
         guard.state.fence += 1;
         guard.state.cooldown_until = None;
         guard.store()?;
-        let record = Record {
-            owner: *cx.me,
-            nonce,
-            fence: guard.state.fence,
-            expires,
-        };
+        let record = Record { owner: *cx.me, nonce, fence: guard.state.fence, expires };
         self.files.write_temp(&record)?;
         if self.files.link_temp_into_place()? {
             Ok(record)
@@ -156,14 +156,15 @@ impl Strategy for LockFile {
             guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
             guard.store()?;
         }
-        Ok(if past_expiry(held.expires, cx.now) {
-            ReleaseOutcome::Expired
-        } else {
-            ReleaseOutcome::Released
-        })
+        Ok(if past_expiry(held.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
     }
 
-    fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<crate::WallTime>) -> Result<ProlongOutcome, Error> {
+    fn prolong(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        expires: Option<crate::WallTime>,
+    ) -> Result<ProlongOutcome, Error> {
         let _guard = self.guard.lock()?;
         if !self.files.read()?.is_some_and(|found| found.is_ours(held.nonce)) {
             return Ok(ProlongOutcome::Lost);
@@ -174,11 +175,7 @@ impl Strategy for LockFile {
             let _ = sys::unlink(&self.files.temp);
             return Err(Error::from_path_errno(e));
         }
-        Ok(if past_expiry(held.expires, cx.now) {
-            ProlongOutcome::Expired
-        } else {
-            ProlongOutcome::Prolonged
-        })
+        Ok(if past_expiry(held.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {

@@ -51,11 +51,7 @@ impl Mkdir {
         let lock = spec.target().clone();
         Ok(Mkdir {
             guard: GuardFile::new(with_suffix(&lock, b".guard")?, 0o666),
-            dirs: Dirs {
-                staging: with_suffix(&lock, b".new")?,
-                lock,
-                mode: spec.options.mode.unwrap_or(DEFAULT_MODE),
-            },
+            dirs: Dirs { staging: with_suffix(&lock, b".new")?, lock, mode: spec.options.mode.unwrap_or(DEFAULT_MODE) },
         })
     }
 
@@ -133,9 +129,9 @@ impl Dirs {
             // a missing name is just as atomic; the only window is a foreign
             // empty-directory lock made between the lstat and the rename.
             Err(e) if e.raw() == libc::EINVAL || e.raw() == libc::ENOSYS => match sys::lstat(&self.lock) {
-                Err(Errno::ENOENT) => sys::rename(&self.staging, &self.lock)
-                    .map(|()| true)
-                    .map_err(Error::from_path_errno),
+                Err(Errno::ENOENT) => {
+                    sys::rename(&self.staging, &self.lock).map(|()| true).map_err(Error::from_path_errno)
+                }
                 _ => {
                     remove_lock_dir(&self.staging)?;
                     Ok(false)
@@ -162,12 +158,7 @@ impl Strategy for Mkdir {
         guard.state.fence += 1;
         guard.state.cooldown_until = None;
         guard.store()?;
-        let record = Record {
-            owner: *cx.me,
-            nonce,
-            fence: guard.state.fence,
-            expires,
-        };
+        let record = Record { owner: *cx.me, nonce, fence: guard.state.fence, expires };
         if self.dirs.create(&record)? {
             Ok(record)
         } else {
@@ -185,11 +176,7 @@ impl Strategy for Mkdir {
             guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
             guard.store()?;
         }
-        Ok(if past_expiry(held.expires, cx.now) {
-            ReleaseOutcome::Expired
-        } else {
-            ReleaseOutcome::Released
-        })
+        Ok(if past_expiry(held.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
@@ -200,11 +187,7 @@ impl Strategy for Mkdir {
         };
         self.dirs.write_record(&dir, RECORD_TEMP_NAME, &Record { expires, ..*held })?;
         sys::renameat(&dir, RECORD_TEMP_NAME, RECORD_NAME).map_err(Error::from_path_errno)?;
-        Ok(if past_expiry(held.expires, cx.now) {
-            ProlongOutcome::Expired
-        } else {
-            ProlongOutcome::Prolonged
-        })
+        Ok(if past_expiry(held.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {

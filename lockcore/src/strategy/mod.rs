@@ -118,15 +118,9 @@ pub struct Found {
 
 impl Found {
     pub fn from_bytes(bytes: &[u8], stat: &FileStat) -> Found {
-        let content = if bytes.len() > RECORD_CAPACITY {
-            Err(CorruptKind::RecordTooLong)
-        } else {
-            record::parse(bytes)
-        };
-        Found {
-            content,
-            written_at: WallTime::from_unix_nanos(stat.mtime_ns),
-        }
+        let content =
+            if bytes.len() > RECORD_CAPACITY { Err(CorruptKind::RecordTooLong) } else { record::parse(bytes) };
+        Found { content, written_at: WallTime::from_unix_nanos(stat.mtime_ns) }
     }
 
     /// Whether the record names `nonce`, i.e. is the one this handle wrote.
@@ -189,7 +183,10 @@ impl Found {
 /// Reads a lock record through an open directory (`dir`) or a path, never
 /// following a symlink, never blocking on a planted fifo, never reading more
 /// than one byte past the longest record. `Ok(None)` when there is none.
-pub fn read_record(open: impl FnOnce() -> Result<Fd, Errno>, path_for_errors: Option<&CPath>) -> Result<Option<Found>, Error> {
+pub fn read_record(
+    open: impl FnOnce() -> Result<Fd, Errno>,
+    path_for_errors: Option<&CPath>,
+) -> Result<Option<Found>, Error> {
     let fd = match open() {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return Ok(None),
