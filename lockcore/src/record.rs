@@ -75,7 +75,7 @@ impl Record {
         out.push_bytes(&self.nonce.hex())?;
         write!(out, "\nfence {}\nexpires ", self.fence)?;
         match self.expires {
-            Some(at) => write!(out, "{}\n", at.unix_nanos()),
+            Some(at) => writeln!(out, "{}", at.unix_nanos()),
             None => out.push_bytes(b"never\n"),
         }
     }

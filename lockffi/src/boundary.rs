@@ -25,12 +25,11 @@ use crate::result::lock_result;
 /// other than `LOCK_OK` without a message of its own gets its static text.
 pub fn call(body: impl FnOnce() -> Result<lock_result, Failure>) -> lock_result {
     clear_message();
-    let code = match catch_unwind(AssertUnwindSafe(body)) {
+    match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(code)) => code,
         Ok(Err(failure)) => failure.record(),
         Err(_) => Failure::Code(lock_result::LOCK_ERR_PANIC).record(),
-    };
-    code
+    }
 }
 
 /// Why an export failed: a core error (with its detail) or a bare code.
