@@ -33,10 +33,27 @@ use crate::text::{parse_i64, parse_u64, FixedText};
 /// Size of the guard record: one line, padded with spaces.
 pub const GUARD_RECORD_LEN: usize = 96;
 
-/// How long one operation waits for a guard before reporting the lock busy.
-/// Guards are held for microseconds; only a holder stopped inside its guard
-/// section (SIGSTOP, a debugger) makes this run out.
-const GUARD_PATIENCE: Duration = Duration::from_millis(250);
+/// How long an operation waits for the guard before it reports the lock
+/// busy. Guards are held for microseconds; only a process stopped inside its
+/// guard section (SIGSTOP, a debugger) makes this run out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Patience {
+    /// An acquisition attempt: it is retried anyway, so give up soon and let
+    /// the caller's backoff and deadline decide.
+    Attempt,
+    /// Release, prolong, inspect, break: the caller holds or watches the lock
+    /// and has no retry loop; wait long enough to outlast any live contender.
+    Change,
+}
+
+impl Patience {
+    fn duration(self) -> Duration {
+        match self {
+            Patience::Attempt => Duration::from_millis(250),
+            Patience::Change => Duration::from_secs(10),
+        }
+    }
+}
 
 /// What the guard file remembers about its lock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -111,9 +128,9 @@ impl GuardFile {
         &self.path
     }
 
-    /// Takes the guard, waiting at most [`GUARD_PATIENCE`].
-    pub fn lock(&mut self) -> Result<HeldGuard<'_>, Error> {
-        let give_up = MonoTime::now().saturating_add(GUARD_PATIENCE);
+    /// Takes the guard, or reports [`Error::Busy`] once `patience` runs out.
+    pub fn lock(&mut self, patience: Patience) -> Result<HeldGuard<'_>, Error> {
+        let give_up = MonoTime::now().saturating_add(patience.duration());
         let mut pause = Duration::from_micros(20);
         let pid = sys::getpid();
         loop {

@@ -448,10 +448,12 @@ mod tests {
 
     #[test]
     fn a_handle_in_use_refuses_a_second_caller() {
+        let path = std::env::temp_dir().join(format!("lockffi-in-use-{}", std::process::id()));
+        let spec = std::ffi::CString::new(format!("flock:{}", path.display())).unwrap();
         let mut handle: *mut lock_handle = std::ptr::null_mut();
         // SAFETY: valid arguments; the handle is closed at the end.
         unsafe {
-            assert_eq!(lock_open(c"flock:/tmp/lockffi-in-use-test".as_ptr(), &mut handle), lock_result::LOCK_OK);
+            assert_eq!(lock_open(spec.as_ptr(), &mut handle), lock_result::LOCK_OK);
             let claimed = (*handle).claim().unwrap();
             assert_eq!(lock_try_acquire(handle, std::ptr::null_mut()), lock_result::LOCK_ERR_HANDLE_IN_USE);
             drop(claimed);
@@ -459,5 +461,6 @@ mod tests {
             assert_eq!(lock_release(handle, 0), lock_result::LOCK_OK);
             lock_close(handle);
         }
+        std::fs::remove_file(path).unwrap();
     }
 }

@@ -18,7 +18,7 @@
 use core::time::Duration;
 
 use crate::error::Error;
-use crate::guard::GuardFile;
+use crate::guard::{GuardFile, Patience};
 use crate::owner::Nonce;
 use crate::record::{Record, Stamp};
 use crate::spec::{ShortText, Spec};
@@ -119,7 +119,7 @@ impl Strategy for LockFile {
         nonce: Nonce,
         expires: Option<crate::WallTime>,
     ) -> Result<Record, Error> {
-        let mut guard = self.guard.lock()?;
+        let mut guard = self.guard.lock(Patience::Attempt)?;
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
@@ -147,7 +147,7 @@ impl Strategy for LockFile {
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let mut guard = self.guard.lock()?;
+        let mut guard = self.guard.lock(Patience::Change)?;
         if !self.files.read()?.is_some_and(|found| found.is_ours(held.nonce)) {
             return Ok(ReleaseOutcome::Lost);
         }
@@ -165,7 +165,7 @@ impl Strategy for LockFile {
         held: &Record,
         expires: Option<crate::WallTime>,
     ) -> Result<ProlongOutcome, Error> {
-        let _guard = self.guard.lock()?;
+        let _guard = self.guard.lock(Patience::Change)?;
         if !self.files.read()?.is_some_and(|found| found.is_ours(held.nonce)) {
             return Ok(ProlongOutcome::Lost);
         }
@@ -179,7 +179,7 @@ impl Strategy for LockFile {
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        let guard = self.guard.lock()?;
+        let guard = self.guard.lock(Patience::Change)?;
         let holder = match self.files.read()? {
             Some(found) => Some(found.judge(cx)?),
             None => None,
@@ -192,7 +192,7 @@ impl Strategy for LockFile {
     }
 
     fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {
-        let _guard = self.guard.lock()?;
+        let _guard = self.guard.lock(Patience::Change)?;
         match sys::unlink(&self.files.lock) {
             Ok(()) => Ok(true),
             Err(Errno::ENOENT) => Ok(false),

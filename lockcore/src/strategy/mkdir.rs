@@ -17,7 +17,7 @@ use core::time::Duration;
 
 use crate::clock::WallTime;
 use crate::error::Error;
-use crate::guard::GuardFile;
+use crate::guard::{GuardFile, Patience};
 use crate::owner::Nonce;
 use crate::record::{Parsed, Record, Stamp};
 use crate::spec::Spec;
@@ -144,7 +144,7 @@ impl Dirs {
 
 impl Strategy for Mkdir {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
-        let mut guard = self.guard.lock()?;
+        let mut guard = self.guard.lock(Patience::Attempt)?;
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
@@ -167,7 +167,7 @@ impl Strategy for Mkdir {
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let mut guard = self.guard.lock()?;
+        let mut guard = self.guard.lock(Patience::Change)?;
         if !self.dirs.read()?.is_some_and(|(_, found)| found.is_ours(held.nonce)) {
             return Ok(ReleaseOutcome::Lost);
         }
@@ -180,7 +180,7 @@ impl Strategy for Mkdir {
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
-        let _guard = self.guard.lock()?;
+        let _guard = self.guard.lock(Patience::Change)?;
         let dir = match self.dirs.read()? {
             Some((dir, found)) if found.is_ours(held.nonce) => dir,
             _ => return Ok(ProlongOutcome::Lost),
@@ -191,7 +191,7 @@ impl Strategy for Mkdir {
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        let guard = self.guard.lock()?;
+        let guard = self.guard.lock(Patience::Change)?;
         let holder = match self.dirs.read()? {
             Some((_, found)) => Some(found.judge(cx)?),
             None => None,
@@ -204,7 +204,7 @@ impl Strategy for Mkdir {
     }
 
     fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {
-        let _guard = self.guard.lock()?;
+        let _guard = self.guard.lock(Patience::Change)?;
         if open_dir(&self.dirs.lock)?.is_none() {
             return Ok(false);
         }
