@@ -29,6 +29,10 @@ pub enum Scheme {
 }
 
 impl Scheme {
+    /// Every scheme this build implements, for tools that iterate over them
+    /// (benchmarks, torture tests, demos).
+    pub const ALL: &'static [Scheme] = &[Scheme::Lockfile, Scheme::Mkdir, Scheme::Flock];
+
     pub fn name(self) -> &'static str {
         match self {
             Scheme::Lockfile => "lockfile",
@@ -37,7 +41,7 @@ impl Scheme {
         }
     }
 
-    fn from_name(name: &[u8]) -> Option<Scheme> {
+    pub fn from_name(name: &[u8]) -> Option<Scheme> {
         match name {
             b"lockfile" => Some(Scheme::Lockfile),
             b"mkdir" => Some(Scheme::Mkdir),
