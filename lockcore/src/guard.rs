@@ -128,8 +128,19 @@ impl GuardFile {
         &self.path
     }
 
-    /// Takes the guard, or reports [`Error::Busy`] once `patience` runs out.
+    /// Takes the guard, or reports [`Error::Busy`] once `patience` runs out,
+    /// and reads the state it keeps.
     pub fn lock(&mut self, patience: Patience) -> Result<HeldGuard<'_>, Error> {
+        let file = self.lock_file(patience)?;
+        let mut bytes = [0u8; GUARD_RECORD_LEN + 1];
+        let n = sys::pread_full(file.fd, &mut bytes, 0).map_err(Error::Os)?;
+        let state = GuardState::parse(&bytes[..n])?;
+        Ok(HeldGuard { file, state })
+    }
+
+    /// Takes the flock only, for a strategy that keeps its own record in the
+    /// file (`lease`).
+    pub fn lock_file(&mut self, patience: Patience) -> Result<LockedFile<'_>, Error> {
         let give_up = MonoTime::now().saturating_add(patience.duration());
         let mut pause = Duration::from_micros(20);
         let pid = sys::getpid();
@@ -161,37 +172,38 @@ impl GuardFile {
             sys::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(2));
         }
-        let Some((fd, _)) = self.open.as_ref() else { unreachable!("opened above") };
-        let mut bytes = [0u8; GUARD_RECORD_LEN + 1];
-        let result = sys::pread_full(fd, &mut bytes, 0).map_err(Error::Os).and_then(|n| GuardState::parse(&bytes[..n]));
-        match result {
-            Ok(state) => Ok(HeldGuard { fd, state }),
-            Err(e) => {
-                let _ = sys::try_flock(fd, FlockOp::Unlock);
-                Err(e)
-            }
+        match self.open.as_ref() {
+            Some((fd, _)) => Ok(LockedFile { fd }),
+            None => Err(Error::NotALock),
         }
     }
 }
 
-/// The guard, held; released on drop.
+/// A guard file with its flock held; unlocked on drop.
+#[must_use = "the flock is released as soon as this is dropped"]
+#[derive(Debug)]
+pub struct LockedFile<'a> {
+    pub fd: &'a Fd,
+}
+
+impl Drop for LockedFile<'_> {
+    fn drop(&mut self) {
+        let _ = sys::try_flock(self.fd, FlockOp::Unlock);
+    }
+}
+
+/// The guard, held, with the state it keeps; released on drop.
 #[must_use = "the guard is released as soon as this is dropped"]
 #[derive(Debug)]
 pub struct HeldGuard<'a> {
-    fd: &'a Fd,
+    file: LockedFile<'a>,
     pub state: GuardState,
 }
 
 impl HeldGuard<'_> {
     /// Writes `state` back in one `pwrite`.
     pub fn store(&mut self) -> Result<(), Error> {
-        sys::pwrite_all(self.fd, self.state.encode().as_bytes(), 0).map_err(Error::Os)
-    }
-}
-
-impl Drop for HeldGuard<'_> {
-    fn drop(&mut self) {
-        let _ = sys::try_flock(self.fd, FlockOp::Unlock);
+        sys::pwrite_all(self.file.fd, self.state.encode().as_bytes(), 0).map_err(Error::Os)
     }
 }
 

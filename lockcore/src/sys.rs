@@ -471,3 +471,35 @@ pub fn rename_noreplace(old: &CPath, new: &CPath) -> SysResult<()> {
     })
     .map(drop)
 }
+
+/// `symlink(2)`: creates `link` pointing at `target`; `EEXIST` if `link`
+/// exists in any form.
+pub fn symlink(target: &CStr, link: &CPath) -> SysResult<()> {
+    // SAFETY: NUL-terminated strings.
+    retry(|| cvt(unsafe { libc::symlink(target.as_ptr(), link.as_cstr().as_ptr()) })).map(drop)
+}
+
+/// `readlink(2)` into `buf`; returns the target's length. A target as long as
+/// `buf` may have been cut: callers pass one byte more than they accept.
+pub fn readlink(path: &CPath, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes; readlink writes at most that.
+    let n = retry(|| cvt(unsafe { libc::readlink(path.as_cstr().as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }))?;
+    Ok(n as usize)
+}
+
+/// `utimensat(2)` with `AT_SYMLINK_NOFOLLOW`: sets the access and
+/// modification times of `path` itself, a symlink included.
+pub fn set_times_nofollow(path: &CPath, unix_nanos: i64) -> SysResult<()> {
+    let ts = libc::timespec {
+        tv_sec: unix_nanos.div_euclid(1_000_000_000) as libc::time_t,
+        tv_nsec: unix_nanos.rem_euclid(1_000_000_000) as libc::c_long,
+    };
+    let times = [ts, ts];
+    // SAFETY: NUL-terminated path; `times` holds the two timespecs utimensat reads.
+    retry(|| {
+        cvt(unsafe {
+            libc::utimensat(libc::AT_FDCWD, path.as_cstr().as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+        })
+    })
+    .map(drop)
+}
