@@ -109,7 +109,7 @@ typedef enum {
    */
   LOCK_ERR_SPEC_SYNTAX = 200,
   /**
-   * The spec's scheme is not one of lockfile, mkdir, flock.
+   * The spec's scheme is not one this library implements.
    */
   LOCK_ERR_SPEC_UNKNOWN_SCHEME = 201,
   /**

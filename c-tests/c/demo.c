@@ -109,8 +109,8 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    const char *schemes[] = {"lockfile", "mkdir", "flock"};
-    const char *targets[] = {"data.txt", "data.lockdir", "data.flock"};
+    const char *schemes[] = {"lockfile", "mkdir", "flock", "symlink", "lease"};
+    const char *targets[] = {"data.txt", "data.lockdir", "data.flock", "data.symlink", "data.lease"};
     int failures = 0;
 
     printf("lock library %s: %d processes x %d read-increment-write cycles, in %s\n\n", lock_version(),

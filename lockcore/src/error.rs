@@ -130,6 +130,8 @@ impl Error {
             Errno::ENOENT | Errno::ENOTDIR => Error::NotFound,
             Errno::EACCES | Errno::EPERM | Errno::EROFS => Error::PermissionDenied,
             Errno::ELOOP => Error::Symlink,
+            // A directory where a file belongs (open for writing, unlink, rename over it).
+            Errno::EISDIR => Error::NotALock,
             Errno::ENAMETOOLONG => {
                 Error::Spec(SpecError::new(SpecErrorKind::PathTooLong, b"", "a lock path is too long"))
             }

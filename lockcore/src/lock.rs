@@ -9,7 +9,8 @@ use crate::owner::{Nonce, Owner};
 use crate::record::Record;
 use crate::spec::{Scheme, Spec};
 use crate::strategy::{
-    flock::Flock, lockfile::LockFile, mkdir::Mkdir, Context, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    flock::Flock, lease::Lease, lockfile::LockFile, mkdir::Mkdir, symlink::Symlink, Context, Inspection,
+    ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath};
 use crate::wait::{self, Sleep, WakeSource, Warnings};
@@ -29,6 +30,8 @@ enum AnyStrategy {
     Lockfile(LockFile),
     Mkdir(Mkdir),
     Flock(Flock),
+    Symlink(Symlink),
+    Lease(Lease),
 }
 
 impl AnyStrategy {
@@ -37,6 +40,8 @@ impl AnyStrategy {
             AnyStrategy::Lockfile(s) => s,
             AnyStrategy::Mkdir(s) => s,
             AnyStrategy::Flock(s) => s,
+            AnyStrategy::Symlink(s) => s,
+            AnyStrategy::Lease(s) => s,
         }
     }
 }
@@ -77,6 +82,8 @@ impl Lock {
             Scheme::Lockfile => AnyStrategy::Lockfile(LockFile::new(&spec, me.process.pid)?),
             Scheme::Mkdir => AnyStrategy::Mkdir(Mkdir::new(&spec)?),
             Scheme::Flock => AnyStrategy::Flock(Flock::new(&spec)),
+            Scheme::Symlink => AnyStrategy::Symlink(Symlink::new(&spec)?),
+            Scheme::Lease => AnyStrategy::Lease(Lease::new(&spec)),
         };
         Ok(Lock { spec, me, strategy, held: None })
     }
@@ -92,6 +99,8 @@ impl Lock {
             AnyStrategy::Lockfile(s) => s.path(),
             AnyStrategy::Mkdir(s) => s.path(),
             AnyStrategy::Flock(s) => s.path(),
+            AnyStrategy::Symlink(s) => s.path(),
+            AnyStrategy::Lease(s) => s.path(),
         }
     }
 

@@ -26,18 +26,25 @@ pub enum Scheme {
     Mkdir,
     /// The kernel's advisory `flock(2)` on a file.
     Flock,
+    /// A symbolic link whose target names the owner and whose mtime is the expiry.
+    Symlink,
+    /// A flock-guarded lease file: owner, expiry and fence, rewritten in place.
+    Lease,
 }
 
 impl Scheme {
     /// Every scheme this build implements, for tools that iterate over them
     /// (benchmarks, torture tests, demos).
-    pub const ALL: &'static [Scheme] = &[Scheme::Lockfile, Scheme::Mkdir, Scheme::Flock];
+    pub const ALL: &'static [Scheme] =
+        &[Scheme::Lockfile, Scheme::Mkdir, Scheme::Flock, Scheme::Symlink, Scheme::Lease];
 
     pub fn name(self) -> &'static str {
         match self {
             Scheme::Lockfile => "lockfile",
             Scheme::Mkdir => "mkdir",
             Scheme::Flock => "flock",
+            Scheme::Symlink => "symlink",
+            Scheme::Lease => "lease",
         }
     }
 
@@ -46,14 +53,19 @@ impl Scheme {
             b"lockfile" => Some(Scheme::Lockfile),
             b"mkdir" => Some(Scheme::Mkdir),
             b"flock" => Some(Scheme::Flock),
+            b"symlink" => Some(Scheme::Symlink),
+            b"lease" => Some(Scheme::Lease),
             _ => None,
         }
     }
 
     fn accepts(self, key: Key) -> bool {
         match key {
-            Key::Ttl | Key::Stale | Key::Mode | Key::Warn | Key::Wmin | Key::Wafter => true,
+            Key::Ttl | Key::Stale | Key::Warn | Key::Wmin | Key::Wafter => true,
+            // A symlink's permission bits are ignored by every system call.
+            Key::Mode => self != Scheme::Symlink,
             Key::Format | Key::Ext | Key::Nfs => self == Scheme::Lockfile,
+            Key::Signal => self == Scheme::Lease,
         }
     }
 }
@@ -112,6 +124,9 @@ pub struct Options {
     pub wmin: Duration,
     /// Then a warning every `wafter` (default 20 s).
     pub wafter: Duration,
+    /// `signal=TERM|KILL` (lease): sent to a live same-host holder whose
+    /// lease expired, when its lease is taken over.
+    pub signal: Option<i32>,
 }
 
 impl Default for Options {
@@ -126,6 +141,7 @@ impl Default for Options {
             warn: true,
             wmin: Duration::from_secs(15),
             wafter: Duration::from_secs(20),
+            signal: None,
         }
     }
 }
@@ -157,7 +173,7 @@ impl Spec {
             SpecError::new(
                 SpecErrorKind::UnknownScheme,
                 scheme_name,
-                "unknown scheme; expected lockfile, mkdir or flock",
+                "unknown scheme; expected lockfile, mkdir, flock, symlink or lease",
             )
         })?;
         let rest = &spec[colon + 1..];
@@ -198,6 +214,7 @@ enum Key {
     Warn,
     Wmin,
     Wafter,
+    Signal,
 }
 
 impl Key {
@@ -213,6 +230,7 @@ impl Key {
             b"warn" => Key::Warn,
             b"wmin" => Key::Wmin,
             b"wafter" => Key::Wafter,
+            b"signal" => Key::Signal,
             _ => return None,
         })
     }
@@ -295,6 +313,13 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
                 validate_format(v).map_err(|reason| bad_value(name, reason))?;
                 options.format = Some(value);
             }
+            Key::Signal => {
+                options.signal = Some(match v {
+                    b"TERM" | b"SIGTERM" => libc::SIGTERM,
+                    b"KILL" | b"SIGKILL" => libc::SIGKILL,
+                    _ => return Err(bad_value(name, "expected TERM or KILL")),
+                })
+            }
             Key::Ext => {
                 if v.contains(&b'/') {
                     return Err(bad_value(name, "must not contain '/'"));
@@ -316,6 +341,8 @@ fn unknown_key_reason(scheme: Scheme) -> &'static str {
         }
         Scheme::Mkdir => "unknown option; mkdir takes ttl, hold, stale, mode, warn, wmin, wafter",
         Scheme::Flock => "unknown option; flock takes ttl, hold, stale, mode, warn, wmin, wafter",
+        Scheme::Symlink => "unknown option; symlink takes ttl, hold, stale, warn, wmin, wafter",
+        Scheme::Lease => "unknown option; lease takes ttl, hold, stale, mode, signal, warn, wmin, wafter",
     }
 }
 

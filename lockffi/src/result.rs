@@ -48,7 +48,7 @@ pub enum lock_result {
 
     /// The lock spec is not `scheme:target?key=value&...`.
     LOCK_ERR_SPEC_SYNTAX = 200,
-    /// The spec's scheme is not one of lockfile, mkdir, flock.
+    /// The spec's scheme is not one this library implements.
     LOCK_ERR_SPEC_UNKNOWN_SCHEME = 201,
     /// The spec names an option its scheme does not have.
     LOCK_ERR_SPEC_UNKNOWN_KEY = 202,

@@ -22,8 +22,8 @@ use crate::owner::Nonce;
 use crate::record::{Parsed, Record, Stamp};
 use crate::spec::Spec;
 use crate::strategy::{
-    ignore_missing, past_expiry, read_record, with_suffix, write_new_file, Context, Found, Inspection, ProlongOutcome,
-    ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
+    ignore_missing, past_expiry, read_record, rename_into_place, with_suffix, write_new_file, Context, Found,
+    Inspection, ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
 };
 use crate::sys::{self, CPath, Errno, Fd};
 
@@ -119,25 +119,11 @@ impl Dirs {
         let staged = open_dir(&self.staging)?.ok_or(Error::NotFound)?;
         self.write_record(&staged, RECORD_NAME, record)?;
         drop(staged);
-        match sys::rename_noreplace(&self.staging, &self.lock) {
-            Ok(()) => Ok(true),
-            Err(Errno::EEXIST) | Err(Errno::ENOTEMPTY) => {
-                remove_lock_dir(&self.staging)?;
-                Ok(false)
-            }
-            // No RENAME_NOREPLACE here (NFS, old kernels): a plain rename onto
-            // a missing name is just as atomic; the only window is a foreign
-            // empty-directory lock made between the lstat and the rename.
-            Err(e) if e.raw() == libc::EINVAL || e.raw() == libc::ENOSYS => match sys::lstat(&self.lock) {
-                Err(Errno::ENOENT) => {
-                    sys::rename(&self.staging, &self.lock).map(|()| true).map_err(Error::from_path_errno)
-                }
-                _ => {
-                    remove_lock_dir(&self.staging)?;
-                    Ok(false)
-                }
-            },
-            Err(e) => Err(Error::from_path_errno(e)),
+        if rename_into_place(&self.staging, &self.lock)? {
+            Ok(true)
+        } else {
+            remove_lock_dir(&self.staging)?;
+            Ok(false)
         }
     }
 }
@@ -153,7 +139,10 @@ impl Strategy for Mkdir {
                 return Err(Error::Busy);
             }
             // Judged and retired inside one guard section (see lockfile.rs).
-            self.dirs.retire(nonce)?;
+            // Under a tag of its own: `nonce` names our record, and our
+            // release retires under it; a retired directory that could not
+            // be emptied (foreign files in it) must not block that rename.
+            self.dirs.retire(Nonce::random()?)?;
         }
         guard.state.fence += 1;
         guard.state.cooldown_until = None;

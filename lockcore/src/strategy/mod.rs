@@ -6,8 +6,10 @@
 //! bookkeeping in [`crate::Lock`].
 
 pub mod flock;
+pub mod lease;
 pub mod lockfile;
 pub mod mkdir;
+pub mod symlink;
 
 use core::time::Duration;
 
@@ -230,6 +232,25 @@ pub fn write_new_file(
 pub fn ignore_missing(result: Result<(), Errno>) -> Result<(), Error> {
     match result {
         Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(Error::from_path_errno(e)),
+    }
+}
+
+/// Renames a finished `temp` (file, directory or symlink) to `lock` only if
+/// nothing is at `lock`. `Ok(false)` when something is; `temp` is then left
+/// for the caller to remove.
+pub fn rename_into_place(temp: &CPath, lock: &CPath) -> Result<bool, Error> {
+    match sys::rename_noreplace(temp, lock) {
+        Ok(()) => Ok(true),
+        Err(Errno::EEXIST) | Err(Errno::ENOTEMPTY) => Ok(false),
+        // No RENAME_NOREPLACE here (NFS, old kernels): a plain rename onto a
+        // missing name is as atomic. Our creators hold the guard, so only a
+        // foreign program can create the lock between the lstat and the
+        // rename; an empty directory it made there would be replaced.
+        Err(e) if e.raw() == libc::EINVAL || e.raw() == libc::ENOSYS => match sys::lstat(lock) {
+            Err(Errno::ENOENT) => sys::rename(temp, lock).map(|()| true).map_err(Error::from_path_errno),
+            _ => Ok(false),
+        },
         Err(e) => Err(Error::from_path_errno(e)),
     }
 }
