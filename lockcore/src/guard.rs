@@ -117,11 +117,19 @@ pub struct GuardFile {
     /// its parent does: it must open its own.
     open: Option<(Fd, i32)>,
     mode: libc::mode_t,
+    /// Extra open flags (`O_APPEND` for an append-only log).
+    flags: libc::c_int,
 }
 
 impl GuardFile {
     pub fn new(path: CPath, mode: libc::mode_t) -> GuardFile {
-        GuardFile { path, open: None, mode }
+        GuardFile { path, open: None, mode, flags: 0 }
+    }
+
+    /// A guard file whose writes all go to its end (`O_APPEND`), for a log
+    /// that many processes append to under a shared flock.
+    pub fn new_append_only(path: CPath, mode: libc::mode_t) -> GuardFile {
+        GuardFile { path, open: None, mode, flags: libc::O_APPEND }
     }
 
     pub fn path(&self) -> &CPath {
@@ -141,20 +149,26 @@ impl GuardFile {
     /// Takes the flock only, for a strategy that keeps its own record in the
     /// file (`lease`).
     pub fn lock_file(&mut self, patience: Patience) -> Result<LockedFile<'_>, Error> {
+        self.lock_file_as(patience, FlockOp::Exclusive)
+    }
+
+    /// Takes the flock, exclusive or shared, and makes sure the path still
+    /// names the locked file.
+    pub fn lock_file_as(&mut self, patience: Patience, op: FlockOp) -> Result<LockedFile<'_>, Error> {
         let give_up = MonoTime::now().saturating_add(patience.duration());
         let mut pause = Duration::from_micros(20);
         let pid = sys::getpid();
         loop {
             if self.open.as_ref().map_or(true, |&(_, opener)| opener != pid) {
-                let fd =
-                    sys::open(&self.path, libc::O_RDWR | libc::O_CREAT, self.mode).map_err(Error::from_path_errno)?;
+                let fd = sys::open(&self.path, libc::O_RDWR | libc::O_CREAT | self.flags, self.mode)
+                    .map_err(Error::from_path_errno)?;
                 if !sys::fstat(&fd).map_err(Error::Os)?.is_file() {
                     return Err(Error::NotALock);
                 }
                 self.open = Some((fd, pid));
             }
             let Some((fd, _)) = self.open.as_ref() else { continue };
-            if sys::try_flock(fd, FlockOp::Exclusive).map_err(Error::Os)? {
+            if sys::try_flock(fd, op).map_err(Error::Os)? {
                 // The path must still name the inode we locked; otherwise the
                 // file was deleted or replaced and our flock excludes nobody.
                 let locked = sys::fstat(fd).map_err(Error::Os)?;

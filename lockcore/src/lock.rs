@@ -9,8 +9,8 @@ use crate::owner::{Nonce, Owner};
 use crate::record::Record;
 use crate::spec::{Scheme, Spec};
 use crate::strategy::{
-    flock::Flock, lease::Lease, lockfile::LockFile, mkdir::Mkdir, symlink::Symlink, Context, Inspection,
-    ProlongOutcome, ReleaseOutcome, Strategy,
+    flock::Flock, lease::Lease, lockfile::LockFile, mkdir::Mkdir, symlink::Symlink, toplock::Toplock, Context,
+    Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath};
 use crate::wait::{self, Sleep, WakeSource, Warnings};
@@ -26,12 +26,17 @@ pub struct Acquired {
     pub expires: Option<WallTime>,
 }
 
+// The variants differ in size because nothing is allocated: paths and the
+// toplock replay buffer live inline. A `Lock` is a few tens of KiB; box it
+// (lockffi does) rather than keep many on a small stack.
+#[allow(clippy::large_enum_variant)]
 enum AnyStrategy {
     Lockfile(LockFile),
     Mkdir(Mkdir),
     Flock(Flock),
     Symlink(Symlink),
     Lease(Lease),
+    Toplock(Toplock),
 }
 
 impl AnyStrategy {
@@ -42,6 +47,7 @@ impl AnyStrategy {
             AnyStrategy::Flock(s) => s,
             AnyStrategy::Symlink(s) => s,
             AnyStrategy::Lease(s) => s,
+            AnyStrategy::Toplock(s) => s,
         }
     }
 }
@@ -84,6 +90,7 @@ impl Lock {
             Scheme::Flock => AnyStrategy::Flock(Flock::new(&spec)),
             Scheme::Symlink => AnyStrategy::Symlink(Symlink::new(&spec)?),
             Scheme::Lease => AnyStrategy::Lease(Lease::new(&spec)),
+            Scheme::Toplock => AnyStrategy::Toplock(Toplock::new(&spec)?),
         };
         Ok(Lock { spec, me, strategy, held: None })
     }
@@ -101,6 +108,7 @@ impl Lock {
             AnyStrategy::Flock(s) => s.path(),
             AnyStrategy::Symlink(s) => s.path(),
             AnyStrategy::Lease(s) => s.path(),
+            AnyStrategy::Toplock(s) => s.path(),
         }
     }
 
@@ -110,8 +118,19 @@ impl Lock {
     }
 
     /// One attempt: [`Error::Busy`] if someone else holds the lock or it is
-    /// cooling down.
+    /// cooling down. A queueing strategy does not keep a place for a caller
+    /// that does not wait.
     pub fn try_acquire(&mut self) -> Result<Acquired, Error> {
+        let result = self.attempt();
+        if result.is_err() {
+            self.abandon();
+        }
+        result
+    }
+
+    /// One attempt that keeps a queueing strategy's place on failure, for
+    /// the attempts of one `acquire`.
+    fn attempt(&mut self) -> Result<Acquired, Error> {
         self.refresh_identity()?;
         if self.held.is_some() {
             return Err(Error::AlreadyHeld);
@@ -123,6 +142,15 @@ impl Lock {
         let record = self.strategy.get().try_acquire(&cx, nonce, expires)?;
         self.held = Some(record);
         Ok(Acquired { fence: record.fence, expires: record.expires })
+    }
+
+    /// Gives up a queue place kept by failed attempts (best effort: a
+    /// request left behind is skipped once its owner is gone).
+    fn abandon(&mut self) {
+        if self.me.process.pid == sys::getpid() {
+            let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
+            let _ = self.strategy.get().abandon(&cx);
+        }
     }
 
     /// Waits up to `budget` (`None`: as long as it takes) for the lock.
@@ -142,7 +170,11 @@ impl Lock {
         let warnings =
             warn.filter(|_| options.warn).map(|notify| Warnings { first: options.wmin, every: options.wafter, notify });
         let seed = Nonce::random()?.0 as u64;
-        wait::wait_for(budget, wake, warnings, seed, || self.try_acquire())
+        let result = wait::wait_for(budget, wake, warnings, seed, || self.attempt());
+        if result.is_err() {
+            self.abandon();
+        }
+        result
     }
 
     /// Acquires and returns a guard that releases on drop.

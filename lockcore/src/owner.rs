@@ -25,6 +25,9 @@ pub struct HostName {
 }
 
 impl HostName {
+    /// A placeholder for slots that name no host yet.
+    pub const UNKNOWN: HostName = HostName { buf: [0; HOST_CAPACITY], len: 0 };
+
     /// A host name from record bytes; `None` if empty, too long, or holding
     /// bytes that no host name of ours contains.
     pub fn from_bytes(bytes: &[u8]) -> Option<HostName> {

@@ -30,6 +30,8 @@ pub enum Scheme {
     Symlink,
     /// A flock-guarded lease file: owner, expiry and fence, rewritten in place.
     Lease,
+    /// An append-only queue file: first come, first served.
+    Toplock,
 }
 
 impl Scheme {
@@ -45,6 +47,7 @@ impl Scheme {
             Scheme::Flock => "flock",
             Scheme::Symlink => "symlink",
             Scheme::Lease => "lease",
+            Scheme::Toplock => "toplock",
         }
     }
 
@@ -55,6 +58,7 @@ impl Scheme {
             b"flock" => Some(Scheme::Flock),
             b"symlink" => Some(Scheme::Symlink),
             b"lease" => Some(Scheme::Lease),
+            b"toplock" => Some(Scheme::Toplock),
             _ => None,
         }
     }
@@ -173,7 +177,7 @@ impl Spec {
             SpecError::new(
                 SpecErrorKind::UnknownScheme,
                 scheme_name,
-                "unknown scheme; expected lockfile, mkdir, flock, symlink or lease",
+                "unknown scheme; expected lockfile, mkdir, flock, symlink, lease or toplock",
             )
         })?;
         let rest = &spec[colon + 1..];
@@ -343,6 +347,7 @@ fn unknown_key_reason(scheme: Scheme) -> &'static str {
         Scheme::Flock => "unknown option; flock takes ttl, hold, stale, mode, warn, wmin, wafter",
         Scheme::Symlink => "unknown option; symlink takes ttl, hold, stale, warn, wmin, wafter",
         Scheme::Lease => "unknown option; lease takes ttl, hold, stale, mode, signal, warn, wmin, wafter",
+        Scheme::Toplock => "unknown option; toplock takes ttl, hold, stale, mode, warn, wmin, wafter",
     }
 }
 

@@ -138,7 +138,9 @@ impl Strategy for Flock {
             None => {
                 probe = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
                     Ok(fd) => fd,
-                    Err(Errno::ENOENT) => return Ok(Inspection { holder: None, last_fence: 0, cooldown_until: None }),
+                    Err(Errno::ENOENT) => {
+                        return Ok(Inspection { holder: None, last_fence: 0, cooldown_until: None, queue_length: None })
+                    }
                     Err(e) => return Err(Error::from_path_errno(e)),
                 };
                 if !sys::fstat(&probe).map_err(Error::Os)?.is_file() {
@@ -176,6 +178,7 @@ impl Strategy for Flock {
             holder,
             last_fence: state.fence,
             cooldown_until: state.cooldown_until.filter(|&until| cx.now < until),
+            queue_length: None,
         })
     }
 

@@ -213,12 +213,18 @@ impl Strategy for Lease {
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         let file = self.file.lock_file(Patience::Change)?;
         Ok(match read(&file)? {
-            LeaseState::Held(record) => {
-                Inspection { holder: Some(judge(&record, cx)?), last_fence: record.fence, cooldown_until: None }
-            }
-            LeaseState::Free { not_before, fence } => {
-                Inspection { holder: None, last_fence: fence, cooldown_until: not_before.filter(|&at| cx.now < at) }
-            }
+            LeaseState::Held(record) => Inspection {
+                holder: Some(judge(&record, cx)?),
+                last_fence: record.fence,
+                cooldown_until: None,
+                queue_length: None,
+            },
+            LeaseState::Free { not_before, fence } => Inspection {
+                holder: None,
+                last_fence: fence,
+                cooldown_until: not_before.filter(|&at| cx.now < at),
+                queue_length: None,
+            },
         })
     }
 

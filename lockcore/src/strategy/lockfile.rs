@@ -188,6 +188,7 @@ impl Strategy for LockFile {
             holder,
             last_fence: guard.state.fence,
             cooldown_until: guard.state.cooldown_until.filter(|&until| cx.now < until),
+            queue_length: None,
         })
     }
 

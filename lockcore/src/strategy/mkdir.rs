@@ -189,6 +189,7 @@ impl Strategy for Mkdir {
             holder,
             last_fence: guard.state.fence,
             cooldown_until: guard.state.cooldown_until.filter(|&until| cx.now < until),
+            queue_length: None,
         })
     }
 

@@ -10,6 +10,7 @@ pub mod lease;
 pub mod lockfile;
 pub mod mkdir;
 pub mod symlink;
+pub mod toplock;
 
 use core::time::Duration;
 
@@ -79,6 +80,9 @@ pub struct Inspection {
     pub last_fence: u64,
     /// A released lock stays closed until then.
     pub cooldown_until: Option<WallTime>,
+    /// Requests in the queue, the holder's included, for strategies that
+    /// keep one (`toplock`); `None` for the others.
+    pub queue_length: Option<u32>,
 }
 
 /// The operations every strategy offers.
@@ -101,6 +105,12 @@ pub trait Strategy {
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error>;
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error>;
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error>;
+    /// Gives up a place in the queue that unsuccessful attempts kept (a
+    /// strategy with first-come-first-served order keeps it between attempts
+    /// of one `acquire`). A no-op for strategies without a queue.
+    fn abandon(&mut self, _cx: &Context<'_>) -> Result<(), Error> {
+        Ok(())
+    }
     /// Removes the lock whoever holds it (an operator's tool). `Ok(false)`
     /// when it was free.
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error>;

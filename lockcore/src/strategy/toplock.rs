@@ -1,0 +1,593 @@
+//! `toplock`: an append-only queue file; whoever's request is first among
+//! the live ones holds the lock (seed 000, Sajiro's "TOP LOCK").
+//!
+//! Every request appends one line, in one `write` to a file opened with
+//! `O_APPEND`, so arrivals are totally ordered and served first come, first
+//! served. The file is a log; its meaning is the result of replaying it:
+//!
+//! ```text
+//! H 1 <seq before> <not before> <last end> <time floor> <last fence>   header, after a compaction
+//! R <nonce> <host> <boot> <pid> <start> <t>     request (its position gives its sequence number)
+//! G <nonce> <expires|never> <t>                  grant or renewal, written by the requester
+//! D <nonce> <t> <not before>                     done: released (with cooldown) or abandoned
+//! X <nonce> <t>                                  skip: the requester was found dead
+//! B <nonce> <t>                                  broken by an operator
+//! ```
+//!
+//! Times are Unix nanoseconds. Replay walks the lines in file order with a
+//! clock that never runs backwards (each line's time, floored by the times
+//! before it). The head is the first request not done; a `G` counts only if
+//! its requester is the head at that point of the log and any cooldown has
+//! passed. A granted head whose expiry passes is skipped once someone else
+//! waits behind it; an ungranted head is skipped when `ttl` has passed since
+//! it became head (its requester stopped polling); a head whose owner is
+//! provably dead is skipped by an `X` line that any waiter appends, which
+//! replay accepts only if that owner is dead when checked. Skipping never
+//! removes a line, so nobody loses their place. Because every decision is a
+//! function of the log, every process that reads it agrees on the holder, and
+//! a holder learns it lost the lock by reading the log, not by a race.
+//!
+//! The fencing token is the request's sequence number: requests are granted
+//! in order, so grants see increasing numbers. When the file grows past
+//! [`COMPACT_AT`], a releaser rewrites it under an exclusive flock, dropping
+//! the finished prefix and keeping every line from the first pending request
+//! on, with the replay state of the dropped part in the header. Appenders and
+//! readers hold a shared flock and check that the path still names their file,
+//! so no request is appended to a file that is being replaced.
+
+use core::fmt::Write;
+use core::time::Duration;
+
+use crate::clock::WallTime;
+use crate::error::{CorruptKind, Error};
+use crate::guard::{GuardFile, LockedFile, Patience};
+use crate::owner::{BootId, HostName, Liveness, Nonce, Owner, ProcessId};
+use crate::record::Record;
+use crate::spec::{Spec, StaleCheck};
+use crate::strategy::{
+    ignore_missing, past_expiry, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    CREATE_NEW_FLAGS,
+};
+use crate::sys::{self, CPath, FlockOp};
+use crate::text::{parse_i64, parse_u64, FixedText};
+
+/// The largest queue file replayed; a larger one is compacted first.
+pub const QUEUE_CAPACITY: usize = 16 * 1024;
+/// A releaser compacts the file once it is this long.
+pub const COMPACT_AT: usize = 8 * 1024;
+/// Requests one replay can track. A queue longer than this is refused as busy.
+pub const MAX_REQUESTS: usize = 128;
+const LINE_CAPACITY: usize = 200;
+
+#[derive(Debug)]
+pub struct Toplock {
+    file: GuardFile,
+    path: CPath,
+    compact_temp: CPath,
+    /// The request this handle has in the queue while it waits, so that
+    /// repeated attempts keep its place.
+    pending: Option<Nonce>,
+    log: Log,
+}
+
+/// The queue file's bytes and the replay of them.
+struct Log {
+    bytes: [u8; QUEUE_CAPACITY],
+    len: usize,
+    requests: [Request; MAX_REQUESTS],
+    count: usize,
+    base_seq: u64,
+    not_before: i64,
+    last_end: i64,
+    floor: i64,
+    last_fence: u64,
+}
+
+impl core::fmt::Debug for Log {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Log").field("len", &self.len).field("requests", &self.count).finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grant {
+    No,
+    Until(i64),
+    Forever,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    nonce: Nonce,
+    /// Offset of its `R` line in the log: where its owner is read from, and
+    /// where compaction starts copying.
+    offset: usize,
+    seq: u64,
+    since: i64,
+    grant: Grant,
+    done: bool,
+}
+
+const EMPTY_REQUEST: Request = Request { nonce: Nonce(0), offset: 0, seq: 0, since: 0, grant: Grant::No, done: true };
+
+/// One parsed line.
+enum Line {
+    Header { base_seq: u64, not_before: i64, last_end: i64, floor: i64, last_fence: u64 },
+    Request { nonce: Nonce, owner: Owner, t: i64 },
+    Grant { nonce: Nonce, until: Grant, t: i64 },
+    Done { nonce: Nonce, t: i64, not_before: i64 },
+    Skip { nonce: Nonce, t: i64 },
+    Broken { nonce: Nonce, t: i64 },
+}
+
+fn parse_line(line: &[u8]) -> Option<Line> {
+    let mut words = line.split(|&b| b == b' ');
+    let kind = words.next()?;
+    let mut next = || words.next();
+    let nonce = |w: Option<&[u8]>| w.and_then(Nonce::parse_hex);
+    let int = |w: Option<&[u8]>| w.and_then(parse_i64);
+    let parsed = match kind {
+        b"H" => {
+            if next()? != b"1" {
+                return None;
+            }
+            Line::Header {
+                base_seq: parse_u64(next()?)?,
+                not_before: int(next())?,
+                last_end: int(next())?,
+                floor: int(next())?,
+                last_fence: parse_u64(next()?)?,
+            }
+        }
+        b"R" => {
+            let nonce = nonce(next())?;
+            let host = HostName::from_bytes(next()?)?;
+            let boot = match next()? {
+                b"-" => None,
+                hex => Some(BootId::parse_uuid(hex)?),
+            };
+            let pid = parse_u64(next()?).and_then(|p| i32::try_from(p).ok()).filter(|&p| p > 0)?;
+            let start_ticks = parse_u64(next()?)?;
+            Line::Request {
+                nonce,
+                owner: Owner { host, boot, process: ProcessId { pid, start_ticks } },
+                t: int(next())?,
+            }
+        }
+        b"G" => {
+            let nonce = nonce(next())?;
+            let until = match next()? {
+                b"never" => Grant::Forever,
+                ns => Grant::Until(parse_i64(ns)?),
+            };
+            Line::Grant { nonce, until, t: int(next())? }
+        }
+        b"D" => Line::Done { nonce: nonce(next())?, t: int(next())?, not_before: int(next())? },
+        b"X" => Line::Skip { nonce: nonce(next())?, t: int(next())? },
+        b"B" => Line::Broken { nonce: nonce(next())?, t: int(next())? },
+        _ => return None,
+    };
+    words.next().is_none().then_some(parsed)
+}
+
+impl Log {
+    const fn new() -> Log {
+        Log {
+            bytes: [0; QUEUE_CAPACITY],
+            len: 0,
+            requests: [EMPTY_REQUEST; MAX_REQUESTS],
+            count: 0,
+            base_seq: 0,
+            not_before: 0,
+            last_end: 0,
+            floor: 0,
+            last_fence: 0,
+        }
+    }
+
+    fn read(&mut self, file: &LockedFile<'_>) -> Result<(), Error> {
+        let n = sys::pread_full(file.fd, &mut self.bytes, 0).map_err(Error::Os)?;
+        if n == QUEUE_CAPACITY {
+            // Compaction keeps the file far below this; only a hostile or
+            // damaged file gets here.
+            return Err(Error::Corrupt(CorruptKind::RecordTooLong));
+        }
+        self.len = n;
+        Ok(())
+    }
+
+    /// The owner named by request `index`'s `R` line (parsed again rather
+    /// than stored, to keep the replay table small).
+    fn owner(&self, index: usize) -> Owner {
+        let line = &self.bytes[self.requests[index].offset..self.len];
+        let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+        match parse_line(line) {
+            Some(Line::Request { owner, .. }) => owner,
+            // Replay parsed this very line as a request before recording it.
+            _ => Owner { host: HostName::UNKNOWN, boot: None, process: ProcessId { pid: 0, start_ticks: 0 } },
+        }
+    }
+
+    fn find(&self, nonce: Nonce) -> Option<usize> {
+        self.requests[..self.count].iter().position(|r| r.nonce == nonce)
+    }
+
+    fn head(&self) -> Option<usize> {
+        self.requests[..self.count].iter().position(|r| !r.done)
+    }
+
+    fn waiting_behind(&self, head: usize) -> bool {
+        self.requests[head + 1..self.count].iter().any(|r| !r.done)
+    }
+
+    /// Ends the head while it is over: expired with someone waiting, or
+    /// ungranted for longer than `ttl`.
+    fn advance(&mut self, t: i64, ttl: Option<Duration>) {
+        while let Some(h) = self.head() {
+            if !self.waiting_behind(h) {
+                return;
+            }
+            let head = self.requests[h];
+            let ended_at = match head.grant {
+                Grant::Until(until) if until <= t => until,
+                Grant::No => match ttl {
+                    Some(ttl) if head.since.saturating_add(nanos(ttl)) <= t => head.since.saturating_add(nanos(ttl)),
+                    _ => return,
+                },
+                _ => return,
+            };
+            self.finish(h, ended_at);
+        }
+    }
+
+    fn finish(&mut self, index: usize, at: i64) {
+        let was_head = self.head() == Some(index);
+        self.requests[index].done = true;
+        if was_head {
+            self.last_end = self.last_end.max(at);
+            if let Some(next) = self.head() {
+                let r = &mut self.requests[next];
+                r.since = r.since.max(self.last_end).max(self.not_before);
+            }
+        }
+    }
+
+    /// Replays the whole log as of `now`.
+    fn replay(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        self.count = 0;
+        self.base_seq = 0;
+        self.not_before = 0;
+        self.last_end = 0;
+        self.floor = 0;
+        self.last_fence = 0;
+        let ttl = cx.options.ttl;
+        let mut at = 0;
+        while at < self.len {
+            let rest = &self.bytes[at..self.len];
+            let nl = rest.iter().position(|&b| b == b'\n').ok_or(Error::Corrupt(CorruptKind::Record))?;
+            let line = parse_line(&rest[..nl]).ok_or(Error::Corrupt(CorruptKind::Record))?;
+            let offset = at;
+            at += nl + 1;
+            let t = match line {
+                Line::Header { base_seq, not_before, last_end, floor, last_fence } => {
+                    if offset != 0 {
+                        return Err(Error::Corrupt(CorruptKind::Record));
+                    }
+                    (self.base_seq, self.not_before, self.last_end, self.floor, self.last_fence) =
+                        (base_seq, not_before, last_end, floor, last_fence);
+                    continue;
+                }
+                Line::Request { t, .. }
+                | Line::Grant { t, .. }
+                | Line::Done { t, .. }
+                | Line::Skip { t, .. }
+                | Line::Broken { t, .. } => t,
+            };
+            self.floor = self.floor.max(t);
+            let t = self.floor;
+            self.advance(t, ttl);
+            match line {
+                Line::Header { .. } => {}
+                Line::Request { nonce, .. } => {
+                    if self.count == MAX_REQUESTS {
+                        return Err(Error::Busy);
+                    }
+                    // Sequence numbers start at 1, like every other strategy's fences.
+                    let seq = self.base_seq + self.count as u64 + 1;
+                    self.requests[self.count] = Request { nonce, offset, seq, since: t, grant: Grant::No, done: false };
+                    self.count += 1;
+                    if self.head() == Some(self.count - 1) {
+                        self.requests[self.count - 1].since = t.max(self.last_end).max(self.not_before);
+                    }
+                }
+                Line::Grant { nonce, until, .. } => {
+                    if let Some(i) = self.find(nonce).filter(|&i| self.head() == Some(i)) {
+                        if t >= self.not_before {
+                            self.requests[i].grant = until;
+                            self.last_fence = self.last_fence.max(self.requests[i].seq);
+                        }
+                    }
+                }
+                Line::Done { nonce, not_before, .. } => {
+                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
+                        if self.head() == Some(i) && self.requests[i].grant != Grant::No {
+                            self.not_before = self.not_before.max(not_before);
+                        }
+                        self.finish(i, t);
+                    }
+                }
+                Line::Skip { nonce, .. } => {
+                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
+                        if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&self.owner(i)) == Liveness::Dead {
+                            self.finish(i, t);
+                        }
+                    }
+                }
+                Line::Broken { nonce, .. } => {
+                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
+                        self.finish(i, t);
+                    }
+                }
+            }
+        }
+        self.advance(self.floor.max(cx.now.unix_nanos()), ttl);
+        Ok(())
+    }
+
+    /// The head, if it holds a grant that is still valid now.
+    fn holder(&self, now: i64) -> Option<usize> {
+        let h = self.head()?;
+        match self.requests[h].grant {
+            Grant::Forever => Some(h),
+            Grant::Until(until) if until > now => Some(h),
+            Grant::Until(_) if !self.waiting_behind(h) => Some(h), // expired, but nobody took it
+            _ => None,
+        }
+    }
+
+    fn pending_count(&self) -> usize {
+        self.requests[..self.count].iter().filter(|r| !r.done).count()
+    }
+}
+
+fn nanos(d: Duration) -> i64 {
+    d.as_nanos().min(i64::MAX as u128) as i64
+}
+
+fn grant_expiry(grant: Grant) -> Option<WallTime> {
+    match grant {
+        Grant::Until(ns) => Some(WallTime::from_unix_nanos(ns)),
+        _ => None,
+    }
+}
+
+/// Appends one line in one write.
+fn append(file: &LockedFile<'_>, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
+    sys::write_all(file.fd, line.as_bytes()).map_err(Error::Os)
+}
+
+fn request_line(nonce: Nonce, owner: &Owner, t: WallTime) -> FixedText<LINE_CAPACITY> {
+    let mut out = FixedText::new();
+    let _ = out.push_bytes(b"R ");
+    let _ = out.push_bytes(&nonce.hex());
+    let _ = out.push_bytes(b" ");
+    let _ = out.push_bytes(owner.host.as_bytes());
+    let _ = match owner.boot {
+        Some(boot) => write!(out, " {boot:?}"),
+        None => out.push_bytes(b" -"),
+    };
+    let _ = writeln!(out, " {} {} {}", owner.process.pid, owner.process.start_ticks, t.unix_nanos());
+    out
+}
+
+fn nonce_line(kind: &str, nonce: Nonce, tail: core::fmt::Arguments<'_>) -> FixedText<LINE_CAPACITY> {
+    let mut out = FixedText::new();
+    let _ = out.push_bytes(kind.as_bytes());
+    let _ = out.push_bytes(b" ");
+    let _ = out.push_bytes(&nonce.hex());
+    let _ = out.write_fmt(tail);
+    let _ = out.push_bytes(b"\n");
+    out
+}
+
+fn grant_line(nonce: Nonce, expires: Option<WallTime>, t: WallTime) -> FixedText<LINE_CAPACITY> {
+    match expires {
+        Some(at) => nonce_line("G", nonce, format_args!(" {} {}", at.unix_nanos(), t.unix_nanos())),
+        None => nonce_line("G", nonce, format_args!(" never {}", t.unix_nanos())),
+    }
+}
+
+impl Toplock {
+    pub fn new(spec: &Spec) -> Result<Toplock, Error> {
+        let path = spec.target().clone();
+        Ok(Toplock {
+            compact_temp: crate::strategy::with_suffix(&path, b".compact")?,
+            file: GuardFile::new_append_only(path.clone(), spec.options.mode.unwrap_or(0o666)),
+            path,
+            pending: None,
+            log: Log::new(),
+        })
+    }
+
+    pub fn path(&self) -> &CPath {
+        &self.path
+    }
+
+    /// Rewrites the log without its finished prefix, under an exclusive flock.
+    fn compact(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
+        self.log.read(&file)?;
+        if self.log.len < COMPACT_AT {
+            return Ok(());
+        }
+        self.log.replay(cx)?;
+        let keep_from = self.log.head().map_or(self.log.len, |h| self.log.requests[h].offset);
+        let base_seq =
+            self.log.head().map_or(self.log.base_seq + self.log.count as u64, |h| self.log.requests[h].seq - 1);
+        let mut header = FixedText::<LINE_CAPACITY>::new();
+        let _ = writeln!(
+            header,
+            "H 1 {base_seq} {} {} {} {}",
+            self.log.not_before, self.log.last_end, self.log.floor, self.log.last_fence
+        );
+        ignore_missing(sys::unlink(&self.compact_temp))?;
+        let temp = sys::open(&self.compact_temp, CREATE_NEW_FLAGS, 0o666).map_err(Error::from_path_errno)?;
+        let written = sys::write_all(&temp, header.as_bytes())
+            .and_then(|()| sys::write_all(&temp, &self.log.bytes[keep_from..self.log.len]));
+        drop(temp);
+        // Appenders wait on our exclusive flock, then see that the path names
+        // a new file and append there.
+        if let Err(e) = written.and_then(|()| sys::rename(&self.compact_temp, &self.path)) {
+            let _ = sys::unlink(&self.compact_temp);
+            return Err(Error::Os(e));
+        }
+        drop(file);
+        Ok(())
+    }
+
+    /// Locks the log shared, reads and replays it.
+    fn replay(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        let file = self.file.lock_file_as(Patience::Change, FlockOp::Shared)?;
+        self.log.read(&file)?;
+        drop(file);
+        self.log.replay(cx)
+    }
+
+    fn append_line(&mut self, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
+        let file = self.file.lock_file_as(Patience::Change, FlockOp::Shared)?;
+        append(&file, line)
+    }
+}
+
+impl Strategy for Toplock {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
+        let mine = match self.pending {
+            Some(pending) => pending,
+            None => {
+                self.append_line(&request_line(nonce, cx.me, cx.now))?;
+                self.pending = Some(nonce);
+                nonce
+            }
+        };
+        // A few rounds: skipping a dead head or granting ourselves changes
+        // the log, and each change is judged by reading it back.
+        for _ in 0..4 {
+            self.replay(cx)?;
+            let Some(me) = self.log.find(mine).filter(|&i| !self.log.requests[i].done) else {
+                // Our request is gone (an operator broke it): queue again.
+                self.pending = None;
+                return Err(Error::Busy);
+            };
+            let Some(head) = self.log.head() else { return Err(Error::Busy) };
+            if head != me {
+                let owner = self.log.owner(head);
+                if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&owner) == Liveness::Dead {
+                    let skip = nonce_line("X", self.log.requests[head].nonce, format_args!(" {}", cx.now.unix_nanos()));
+                    self.append_line(&skip)?;
+                    continue;
+                }
+                return Err(Error::Busy);
+            }
+            if cx.now.unix_nanos() < self.log.not_before {
+                return Err(Error::Busy);
+            }
+            self.append_line(&grant_line(mine, expires, cx.now))?;
+            self.replay(cx)?;
+            let granted = self.log.holder(cx.now.unix_nanos()) == self.log.find(mine);
+            if !granted {
+                return Err(Error::Busy);
+            }
+            self.pending = None;
+            let request = self.log.requests[me];
+            return Ok(Record { owner: *cx.me, nonce: mine, fence: request.seq, expires });
+        }
+        Err(Error::Busy)
+    }
+
+    fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        if let Some(pending) = self.pending.take() {
+            self.append_line(&nonce_line("D", pending, format_args!(" {} 0", cx.now.unix_nanos())))?;
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        self.replay(cx)?;
+        let me = self.log.find(held.nonce);
+        let holder = self.log.holder(cx.now.unix_nanos());
+        let outcome = match (me, holder) {
+            (Some(i), Some(h)) if i == h => {
+                if past_expiry(grant_expiry(self.log.requests[i].grant), cx.now) {
+                    ReleaseOutcome::Expired
+                } else {
+                    ReleaseOutcome::Released
+                }
+            }
+            (_, Some(_)) => ReleaseOutcome::Lost,
+            // Skipped after its expiry; the next in line has not taken it yet.
+            (_, None) => ReleaseOutcome::Expired,
+        };
+        if me.is_some_and(|i| !self.log.requests[i].done) {
+            let not_before = if cooldown.is_zero() { 0 } else { cx.now.saturating_add(cooldown).unix_nanos() };
+            self.append_line(&nonce_line("D", held.nonce, format_args!(" {} {not_before}", cx.now.unix_nanos())))?;
+        }
+        if self.log.len >= COMPACT_AT {
+            self.compact(cx)?;
+        }
+        Ok(outcome)
+    }
+
+    fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
+        self.replay(cx)?;
+        let me = self.log.find(held.nonce);
+        if me.is_none() || self.log.holder(cx.now.unix_nanos()) != me {
+            return Ok(ProlongOutcome::Lost);
+        }
+        let was_expired = me.is_some_and(|i| past_expiry(grant_expiry(self.log.requests[i].grant), cx.now));
+        self.append_line(&grant_line(held.nonce, expires, cx.now))?;
+        self.replay(cx)?;
+        let renewed = me.is_some_and(|i| {
+            self.log.requests[i].grant == expires.map_or(Grant::Forever, |at| Grant::Until(at.unix_nanos()))
+        });
+        Ok(match (renewed, was_expired) {
+            (false, _) => ProlongOutcome::Lost,
+            (true, true) => ProlongOutcome::Expired,
+            (true, false) => ProlongOutcome::Prolonged,
+        })
+    }
+
+    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        self.replay(cx)?;
+        let holder = self.log.holder(cx.now.unix_nanos()).map(|h| {
+            let request = self.log.requests[h];
+            let owner = self.log.owner(h);
+            let record =
+                Record { owner, nonce: request.nonce, fence: request.seq, expires: grant_expiry(request.grant) };
+            let liveness = cx.me.judge(&owner);
+            Holder {
+                pid: owner.process.pid,
+                host: Some(owner.host),
+                record: Some(record),
+                liveness,
+                stale: past_expiry(record.expires, cx.now)
+                    || (cx.options.stale == StaleCheck::DeadOwner && liveness == Liveness::Dead),
+                this_handle: false,
+            }
+        });
+        Ok(Inspection {
+            holder,
+            last_fence: self.log.last_fence,
+            cooldown_until: (self.log.not_before > cx.now.unix_nanos())
+                .then(|| WallTime::from_unix_nanos(self.log.not_before)),
+            queue_length: Some(self.log.pending_count() as u32),
+        })
+    }
+
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        self.replay(cx)?;
+        let Some(head) = self.log.head() else { return Ok(false) };
+        let nonce = self.log.requests[head].nonce;
+        self.append_line(&nonce_line("B", nonce, format_args!(" {}", cx.now.unix_nanos())))?;
+        Ok(true)
+    }
+}
