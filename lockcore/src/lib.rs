@@ -65,4 +65,4 @@ pub use error::{CorruptKind, Error, SpecError, SpecErrorKind};
 pub use lock::{Acquired, Lock, LockGuard};
 pub use owner::{Liveness, Nonce, Owner};
 pub use spec::{Scheme, Spec};
-pub use strategy::{Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};
+pub use strategy::{CommitOutcome, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};

@@ -9,8 +9,8 @@ use crate::owner::{Nonce, Owner};
 use crate::record::Record;
 use crate::spec::{Scheme, Spec};
 use crate::strategy::{
-    flock::Flock, lease::Lease, lockfile::LockFile, mkdir::Mkdir, symlink::Symlink, toplock::Toplock, Context,
-    Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    flock::Flock, lease::Lease, lockfile::LockFile, mkdir::Mkdir, symlink::Symlink, toplock::Toplock, CommitOutcome,
+    Context, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath};
 use crate::wait::{self, Sleep, WakeSource, Warnings};
@@ -64,6 +64,8 @@ pub struct Lock {
     me: Owner,
     strategy: AnyStrategy,
     held: Option<Record>,
+    /// Made by [`Lock::adopt`]: prolongs, never releases on drop.
+    adopted: bool,
 }
 
 impl core::fmt::Debug for Lock {
@@ -92,7 +94,7 @@ impl Lock {
             Scheme::Lease => AnyStrategy::Lease(Lease::new(&spec)),
             Scheme::Toplock => AnyStrategy::Toplock(Toplock::new(&spec)?),
         };
-        Ok(Lock { spec, me, strategy, held: None })
+        Ok(Lock { spec, me, strategy, held: None, adopted: false })
     }
 
     pub fn spec(&self) -> &Spec {
@@ -209,6 +211,46 @@ impl Lock {
         Ok(outcome)
     }
 
+    /// Runs `action` only if this handle still holds the lock and is within
+    /// its TTL, at a moment when no other process can take it over. On
+    /// `Lost` the handle holds nothing afterwards.
+    pub fn run_while_held(&mut self, action: &mut dyn FnMut() -> Result<(), Error>) -> Result<CommitOutcome, Error> {
+        let held = self.held_here()?;
+        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
+        let outcome = self.strategy.get().run_while_held(&cx, &held, action)?;
+        if outcome == CommitOutcome::Lost {
+            self.held = None;
+        }
+        Ok(outcome)
+    }
+
+    /// The seed-000 commit step: replaces `target` with the finished file
+    /// `temp` by `rename(2)`, only if this handle still holds the lock at that
+    /// moment. On `Expired` or `Lost`, `target` is untouched and `temp` is
+    /// left for the caller.
+    pub fn commit_file(&mut self, temp: &CPath, target: &CPath) -> Result<CommitOutcome, Error> {
+        self.run_while_held(&mut || sys::rename(temp, target).map_err(Error::from_path_errno))
+    }
+
+    /// A second handle on an acquisition this process holds through another
+    /// handle (same spec, same record): for a watchdog thread that prolongs
+    /// the lock while its owner works. It never releases: dropping it, or
+    /// [`forget`](Self::forget), leaves the lock to its owner.
+    pub fn adopt(spec: Spec, held: Record) -> Result<Lock, Error> {
+        let mut lock = Lock::with_spec(spec)?;
+        if held.owner.process.pid != lock.me.process.pid {
+            return Err(Error::Forked);
+        }
+        lock.held = Some(held);
+        lock.adopted = true;
+        Ok(lock)
+    }
+
+    /// Stops tracking the acquisition without releasing it.
+    pub fn forget(&mut self) {
+        self.held = None;
+    }
+
     /// Reads the lock's state without taking it.
     pub fn inspect(&mut self) -> Result<Inspection, Error> {
         self.refresh_identity()?;
@@ -252,7 +294,7 @@ impl Lock {
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        if self.held_here().is_ok() {
+        if !self.adopted && self.held_here().is_ok() {
             let _ = self.release(Duration::ZERO);
         }
     }

@@ -31,7 +31,8 @@ use crate::owner::{Liveness, Nonce};
 use crate::record::{Record, Stamp, RECORD_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    past_expiry, Context, Found, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy, READ_RECORD_FLAGS,
+    commit_if_current, past_expiry, CommitOutcome, Context, Found, Holder, Inspection, ProlongOutcome, ReleaseOutcome,
+    Strategy, READ_RECORD_FLAGS,
 };
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
 use crate::text::FixedText;
@@ -129,6 +130,26 @@ impl Strategy for Flock {
         let (state, _) = read_state(fd)?;
         Self::write_state(fd, &state, Some(&Record { expires, ..*held }))?;
         Ok(if past_expiry(held.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        // The kernel lock excludes everyone while we hold it; the TTL is
+        // advisory, but a commit past it is refused all the same, so that
+        // the caller's contract does not depend on the strategy.
+        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(fd)? {
+            return Ok(CommitOutcome::Lost);
+        }
+        let on_disk = match read_state(fd)? {
+            (_, Some(found)) => found.ours(held.nonce),
+            (_, None) => None,
+        };
+        commit_if_current(on_disk, cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {

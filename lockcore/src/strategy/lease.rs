@@ -31,7 +31,9 @@ use crate::guard::{GuardFile, LockedFile, Patience};
 use crate::owner::{BootId, HostName, Liveness, Nonce, Owner, ProcessId};
 use crate::record::{Parsed, Record};
 use crate::spec::Spec;
-use crate::strategy::{past_expiry, Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};
+use crate::strategy::{
+    commit_if_current, past_expiry, CommitOutcome, Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+};
 use crate::sys::{self, CPath};
 use crate::text::{parse_i64, parse_u64, FixedText};
 
@@ -208,6 +210,20 @@ impl Strategy for Lease {
         };
         write(&file, &LeaseState::Held(Record { expires, ..on_disk }))?;
         Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let file = self.file.lock_file(Patience::Change)?;
+        let on_disk = match read(&file)? {
+            LeaseState::Held(record) if record.nonce == held.nonce => Some(record),
+            _ => None,
+        };
+        commit_if_current(on_disk, cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {

@@ -23,8 +23,8 @@ use crate::owner::Nonce;
 use crate::record::{Record, Stamp};
 use crate::spec::{ShortText, Spec};
 use crate::strategy::{
-    ignore_missing, past_expiry, read_record, with_suffix, write_new_file, Context, Inspection, ProlongOutcome,
-    ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
+    commit_if_current, ignore_missing, past_expiry, read_record, with_suffix, write_new_file, CommitOutcome, Context,
+    Inspection, ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
 };
 use crate::sys::{self, CPath, Errno};
 
@@ -148,15 +148,15 @@ impl Strategy for LockFile {
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let mut guard = self.guard.lock(Patience::Change)?;
-        if !self.files.read()?.is_some_and(|found| found.is_ours(held.nonce)) {
+        let Some(on_disk) = self.files.read()?.and_then(|found| found.ours(held.nonce)) else {
             return Ok(ReleaseOutcome::Lost);
-        }
+        };
         ignore_missing(sys::unlink(&self.files.lock))?;
         if !cooldown.is_zero() {
             guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
             guard.store()?;
         }
-        Ok(if past_expiry(held.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
+        Ok(if past_expiry(on_disk.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
     }
 
     fn prolong(
@@ -166,16 +166,26 @@ impl Strategy for LockFile {
         expires: Option<crate::WallTime>,
     ) -> Result<ProlongOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
-        if !self.files.read()?.is_some_and(|found| found.is_ours(held.nonce)) {
+        let Some(on_disk) = self.files.read()?.and_then(|found| found.ours(held.nonce)) else {
             return Ok(ProlongOutcome::Lost);
-        }
-        self.files.write_temp(&Record { expires, ..*held })?;
+        };
+        self.files.write_temp(&Record { expires, ..on_disk })?;
         // rename replaces the record in one step: readers see old or new.
         if let Err(e) = sys::rename(&self.files.temp, &self.files.lock) {
             let _ = sys::unlink(&self.files.temp);
             return Err(Error::from_path_errno(e));
         }
-        Ok(if past_expiry(held.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let _guard = self.guard.lock(Patience::Change)?;
+        commit_if_current(self.files.read()?.and_then(|found| found.ours(held.nonce)), cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {

@@ -22,8 +22,9 @@ use crate::owner::Nonce;
 use crate::record::{Parsed, Record, Stamp};
 use crate::spec::Spec;
 use crate::strategy::{
-    ignore_missing, past_expiry, read_record, rename_into_place, with_suffix, write_new_file, Context, Found,
-    Inspection, ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
+    commit_if_current, ignore_missing, past_expiry, read_record, rename_into_place, with_suffix, write_new_file,
+    CommitOutcome, Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS,
+    READ_RECORD_FLAGS,
 };
 use crate::sys::{self, CPath, Errno, Fd};
 
@@ -157,26 +158,39 @@ impl Strategy for Mkdir {
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let mut guard = self.guard.lock(Patience::Change)?;
-        if !self.dirs.read()?.is_some_and(|(_, found)| found.is_ours(held.nonce)) {
+        let Some(on_disk) = self.dirs.read()?.and_then(|(_, found)| found.ours(held.nonce)) else {
             return Ok(ReleaseOutcome::Lost);
-        }
+        };
         self.dirs.retire(held.nonce)?;
         if !cooldown.is_zero() {
             guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
             guard.store()?;
         }
-        Ok(if past_expiry(held.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
+        Ok(if past_expiry(on_disk.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
-        let dir = match self.dirs.read()? {
-            Some((dir, found)) if found.is_ours(held.nonce) => dir,
-            _ => return Ok(ProlongOutcome::Lost),
+        let (dir, on_disk) = match self.dirs.read()? {
+            Some((dir, found)) => match found.ours(held.nonce) {
+                Some(on_disk) => (dir, on_disk),
+                None => return Ok(ProlongOutcome::Lost),
+            },
+            None => return Ok(ProlongOutcome::Lost),
         };
-        self.dirs.write_record(&dir, RECORD_TEMP_NAME, &Record { expires, ..*held })?;
+        self.dirs.write_record(&dir, RECORD_TEMP_NAME, &Record { expires, ..on_disk })?;
         sys::renameat(&dir, RECORD_TEMP_NAME, RECORD_NAME).map_err(Error::from_path_errno)?;
-        Ok(if past_expiry(held.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let _guard = self.guard.lock(Patience::Change)?;
+        commit_if_current(self.dirs.read()?.and_then(|(_, found)| found.ours(held.nonce)), cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {

@@ -71,6 +71,18 @@ pub struct Holder {
     pub this_handle: bool,
 }
 
+/// Whether an action that needs the lock ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// The lock was ours and within its TTL; the action ran while no one
+    /// could take the lock over.
+    Committed,
+    /// The lock was ours but past its TTL; the action did not run.
+    Expired,
+    /// Someone else holds the lock; the action did not run.
+    Lost,
+}
+
 /// The state of a lock, read without taking it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Inspection {
@@ -105,6 +117,15 @@ pub trait Strategy {
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error>;
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error>;
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error>;
+    /// Runs `action` only if `held` is still the lock's record and within its
+    /// TTL, at a moment when no other process can take the lock over (under
+    /// the strategy's guard). The seed-000 commit step is built on this.
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error>;
     /// Gives up a place in the queue that unsuccessful attempts kept (a
     /// strategy with first-come-first-served order keeps it between attempts
     /// of one `acquire`). A no-op for strategies without a queue.
@@ -121,6 +142,20 @@ pub fn past_expiry(expires: Option<WallTime>, now: WallTime) -> bool {
     expires.is_some_and(|at| at <= now)
 }
 
+/// The commit decision once the current record is known: run `action` if
+/// `on_disk` is ours and unexpired.
+pub fn commit_if_current(
+    on_disk: Option<Record>,
+    now: WallTime,
+    action: &mut dyn FnMut() -> Result<(), Error>,
+) -> Result<CommitOutcome, Error> {
+    match on_disk {
+        None => Ok(CommitOutcome::Lost),
+        Some(record) if past_expiry(record.expires, now) => Ok(CommitOutcome::Expired),
+        Some(_) => action().map(|()| CommitOutcome::Committed),
+    }
+}
+
 /// A lock record found on disk, with the time it was written.
 #[derive(Clone, Copy, Debug)]
 pub struct Found {
@@ -135,9 +170,14 @@ impl Found {
         Found { content, written_at: WallTime::from_unix_nanos(stat.mtime_ns) }
     }
 
-    /// Whether the record names `nonce`, i.e. is the one this handle wrote.
-    pub fn is_ours(&self, nonce: Nonce) -> bool {
-        matches!(self.content, Ok(Parsed::Ours(rec)) if rec.nonce == nonce)
+    /// The record, if it names `nonce`, i.e. is the one this handle wrote.
+    /// Its expiry is the one that counts: a watchdog or an operator may have
+    /// moved it since this handle last did.
+    pub fn ours(&self, nonce: Nonce) -> Option<Record> {
+        match self.content {
+            Ok(Parsed::Ours(rec)) if rec.nonce == nonce => Some(rec),
+            _ => None,
+        }
     }
 
     /// Judges the record: who holds it and whether it may be broken.

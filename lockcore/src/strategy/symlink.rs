@@ -30,8 +30,8 @@ use crate::owner::{BootId, HostName, Liveness, Nonce, Owner, ProcessId};
 use crate::record::{Parsed, Record};
 use crate::spec::Spec;
 use crate::strategy::{
-    ignore_missing, past_expiry, rename_into_place, with_suffix, Context, Found, Holder, Inspection, ProlongOutcome,
-    ReleaseOutcome, Strategy,
+    commit_if_current, ignore_missing, past_expiry, rename_into_place, with_suffix, CommitOutcome, Context, Found,
+    Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath, Errno};
 use crate::text::{parse_u64, FixedText};
@@ -241,6 +241,16 @@ impl Strategy for Symlink {
                 })?;
         }
         Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let _guard = self.guard.lock(Patience::Change)?;
+        commit_if_current(is_ours(&self.links.read()?, held.nonce), cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {

@@ -45,8 +45,8 @@ use crate::owner::{BootId, HostName, Liveness, Nonce, Owner, ProcessId};
 use crate::record::Record;
 use crate::spec::{Spec, StaleCheck};
 use crate::strategy::{
-    ignore_missing, past_expiry, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
-    CREATE_NEW_FLAGS,
+    commit_if_current, ignore_missing, past_expiry, CommitOutcome, Context, Holder, Inspection, ProlongOutcome,
+    ReleaseOutcome, Strategy, CREATE_NEW_FLAGS,
 };
 use crate::sys::{self, CPath, FlockOp};
 use crate::text::{parse_i64, parse_u64, FixedText};
@@ -554,6 +554,29 @@ impl Strategy for Toplock {
             (true, true) => ProlongOutcome::Expired,
             (true, false) => ProlongOutcome::Prolonged,
         })
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        // An exclusive flock keeps every other process from appending (a
+        // grant included) while we check and act.
+        let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
+        self.log.read(&file)?;
+        self.log.replay(cx)?;
+        let me = self.log.find(held.nonce);
+        let on_disk = match me {
+            Some(i) if self.log.holder(cx.now.unix_nanos()) == Some(i) => {
+                Some(Record { expires: grant_expiry(self.log.requests[i].grant), ..*held })
+            }
+            _ => None,
+        };
+        let outcome = commit_if_current(on_disk, cx.now, action);
+        drop(file);
+        outcome
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
