@@ -211,6 +211,12 @@ typedef enum {
 typedef struct lock_handle lock_handle;
 
 /**
+ * Called once, from the watchdog's thread, when the watchdog finds that
+ * someone else holds the lock; the watchdog stops afterwards.
+ */
+typedef void (*lock_lost_fn)(void *context);
+
+/**
  * The state of a lock, as `lock_inspect` reads it without taking it.
  */
 typedef struct {
@@ -254,6 +260,11 @@ typedef struct {
    * The lock stays closed until then (Unix milliseconds); 0 for no cooldown.
    */
   int64_t cooldown_until_unix_ms;
+  /**
+   * Requests queued, the holder's included, for a queueing strategy
+   * (`toplock`); 0 for the others.
+   */
+  uint32_t queue_length;
 } lock_info;
 
 /**
@@ -354,6 +365,45 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
  * `handle` is NULL or a live handle from `lock_open`.
  */
 lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
+
+/**
+ * The commit step of seed 000: replaces `target_path` with the finished file
+ * `temp_path` (by rename(2), so readers see the old file or the new one)
+ * only if this handle still holds the lock at that moment. Returns
+ * `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
+ * or `LOCK_LOST` (someone else holds it: not committed; the handle holds
+ * nothing). Unless committed, the target is untouched and the temp file is
+ * left to the caller. Both paths are plain paths, not lock specs.
+ *
+ * # Safety
+ * `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
+ */
+lock_result lock_commit(lock_handle *handle, const char *temp_path, const char *target_path);
+
+/**
+ * Starts a watchdog thread that prolongs the held lock by its spec's `ttl`
+ * every third of that `ttl`, until the lock is released or the handle
+ * closed. If a renewal finds that someone else holds the lock, the watchdog
+ * calls `lost` (if not NULL) once, from its own thread, with `context`, and
+ * stops. `LOCK_ERR_NOT_HELD` without a held lock; `LOCK_ERR_UNSUPPORTED`
+ * for a spec without `ttl` (nothing expires) and for `flock` (the kernel
+ * holds it until release). Starting it again replaces the running one.
+ *
+ * # Safety
+ * `handle` is NULL or a live handle. `lost` and `context` must be usable
+ * from another thread until the watchdog stops (release, close, or
+ * `lock_autorenew_stop`); the callback must not use this handle.
+ */
+lock_result lock_autorenew(lock_handle *handle, lock_lost_fn lost, void *context);
+
+/**
+ * Stops the watchdog started by `lock_autorenew`, waiting for it, so that
+ * no renewal runs after this returns. The lock stays held.
+ *
+ * # Safety
+ * `handle` is NULL or a live handle.
+ */
+lock_result lock_autorenew_stop(lock_handle *handle);
 
 /**
  * Reads who holds the lock, until when, its fences and cooldown, without

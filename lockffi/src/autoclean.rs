@@ -59,6 +59,7 @@ extern "C" fn release_all_at_exit() {
             // A handle busy in another thread is left alone; the Lock also
             // refuses to release a lock its process did not take (fork).
             if let Ok(mut claimed) = handle.claim() {
+                drop(claimed.watchdog().take());
                 let _ = claimed.lock().release(Duration::ZERO);
             }
         }

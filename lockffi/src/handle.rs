@@ -8,6 +8,7 @@ use lockcore::Lock;
 
 use crate::boundary::Failure;
 use crate::result::lock_result;
+use crate::watchdog::Watchdog;
 
 /// Called while `lock_acquire` waits: after `wmin`, then every `wafter`, with
 /// the time waited so far in milliseconds and the context pointer given to
@@ -38,6 +39,9 @@ pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, wai
 /// breaks its lock at once (`stale=pid`, the default), others after its TTL.
 #[allow(non_camel_case_types)]
 pub struct lock_handle {
+    /// Declared first so that it is dropped first: the watchdog stops
+    /// before the lock it renews is released.
+    watchdog: UnsafeCell<Option<Watchdog>>,
     /// Reached only through [`lock_handle::claim`], which makes the access
     /// exclusive.
     lock: UnsafeCell<Lock>,
@@ -53,7 +57,12 @@ pub(crate) struct Warning {
 
 impl lock_handle {
     pub fn new(lock: Lock) -> lock_handle {
-        lock_handle { lock: UnsafeCell::new(lock), in_use: AtomicBool::new(false), warning: UnsafeCell::new(None) }
+        lock_handle {
+            watchdog: UnsafeCell::new(None),
+            lock: UnsafeCell::new(lock),
+            in_use: AtomicBool::new(false),
+            warning: UnsafeCell::new(None),
+        }
     }
 
     /// Exclusive access for one call. A second thread calling at the same
@@ -82,6 +91,11 @@ impl Claimed<'_> {
     pub(crate) fn warning(&mut self) -> &mut Option<Warning> {
         // SAFETY: exclusive for the same reason as `lock`.
         unsafe { &mut *self.handle.warning.get() }
+    }
+
+    pub(crate) fn watchdog(&mut self) -> &mut Option<Watchdog> {
+        // SAFETY: exclusive for the same reason as `lock`.
+        unsafe { &mut *self.handle.watchdog.get() }
     }
 
     pub fn address(&self) -> usize {

@@ -37,6 +37,7 @@ mod autoclean;
 mod boundary;
 mod handle;
 mod result;
+mod watchdog;
 
 use std::ffi::{c_char, c_void, CStr};
 use std::time::Duration;
@@ -47,6 +48,8 @@ use crate::boundary::{try_ref, write_optional, Failure};
 use crate::handle::Warning;
 pub use crate::handle::{lock_handle, lock_warning_fn};
 pub use crate::result::lock_result;
+pub use crate::watchdog::lock_lost_fn;
+use crate::watchdog::Watchdog;
 
 /// Major version of this library; matches the crate version.
 pub const LOCKFFI_VERSION_MAJOR: u32 = 0;
@@ -99,6 +102,9 @@ pub struct lock_info {
     pub expires_unix_ms: i64,
     /// The lock stays closed until then (Unix milliseconds); 0 for no cooldown.
     pub cooldown_until_unix_ms: i64,
+    /// Requests queued, the holder's included, for a queueing strategy
+    /// (`toplock`); 0 for the others.
+    pub queue_length: u32,
 }
 
 /// The library's version as "MAJOR.MINOR.PATCH"; static, never NULL.
@@ -236,6 +242,8 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
     boundary::call(|| {
         let handle = try_ref!(handle);
         let mut claimed = handle.claim()?;
+        // No renewal may run after the release.
+        drop(claimed.watchdog().take());
         let outcome = claimed.lock().release(Duration::from_millis(cooldown_ms))?;
         autoclean::unregister(claimed.address());
         Ok(outcome.into())
@@ -260,6 +268,98 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
             autoclean::unregister(claimed.address());
         }
         Ok(outcome.into())
+    })
+}
+
+/// The commit step of seed 000: replaces `target_path` with the finished file
+/// `temp_path` (by rename(2), so readers see the old file or the new one)
+/// only if this handle still holds the lock at that moment. Returns
+/// `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
+/// or `LOCK_LOST` (someone else holds it: not committed; the handle holds
+/// nothing). Unless committed, the target is untouched and the temp file is
+/// left to the caller. Both paths are plain paths, not lock specs.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn lock_commit(
+    handle: *mut lock_handle,
+    temp_path: *const c_char,
+    target_path: *const c_char,
+) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        if temp_path.is_null() || target_path.is_null() {
+            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract above.
+        let (temp, target) = unsafe { (CStr::from_ptr(temp_path), CStr::from_ptr(target_path)) };
+        let as_path = |p: &CStr| {
+            lockcore::sys::CPath::from_parts(&[p.to_bytes()])
+                .map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
+        };
+        let (temp, target) = (as_path(temp)?, as_path(target)?);
+        let mut claimed = handle.claim()?;
+        let outcome = claimed.lock().commit_file(&temp, &target)?;
+        if outcome == lockcore::CommitOutcome::Lost {
+            drop(claimed.watchdog().take());
+            autoclean::unregister(claimed.address());
+        }
+        Ok(match outcome {
+            lockcore::CommitOutcome::Committed => lock_result::LOCK_OK,
+            lockcore::CommitOutcome::Expired => lock_result::LOCK_EXPIRED,
+            lockcore::CommitOutcome::Lost => lock_result::LOCK_LOST,
+        })
+    })
+}
+
+/// Starts a watchdog thread that prolongs the held lock by its spec's `ttl`
+/// every third of that `ttl`, until the lock is released or the handle
+/// closed. If a renewal finds that someone else holds the lock, the watchdog
+/// calls `lost` (if not NULL) once, from its own thread, with `context`, and
+/// stops. `LOCK_ERR_NOT_HELD` without a held lock; `LOCK_ERR_UNSUPPORTED`
+/// for a spec without `ttl` (nothing expires) and for `flock` (the kernel
+/// holds it until release). Starting it again replaces the running one.
+///
+/// # Safety
+/// `handle` is NULL or a live handle. `lost` and `context` must be usable
+/// from another thread until the watchdog stops (release, close, or
+/// `lock_autorenew_stop`); the callback must not use this handle.
+#[no_mangle]
+pub unsafe extern "C" fn lock_autorenew(
+    handle: *mut lock_handle,
+    lost: lock_lost_fn,
+    context: *mut c_void,
+) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        drop(claimed.watchdog().take());
+        let lock = claimed.lock();
+        let held = *lock.held().ok_or(Failure::Code(lock_result::LOCK_ERR_NOT_HELD))?;
+        let spec = lock.spec().clone();
+        let ttl = match (spec.scheme, spec.options.ttl) {
+            (lockcore::Scheme::Flock, _) | (_, None) => return Err(Failure::Code(lock_result::LOCK_ERR_UNSUPPORTED)),
+            (_, Some(ttl)) => ttl,
+        };
+        let shadow = Lock::adopt(spec, held)?;
+        *claimed.watchdog() = Some(Watchdog::start(shadow, ttl / 3, lost, context));
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Stops the watchdog started by `lock_autorenew`, waiting for it, so that
+/// no renewal runs after this returns. The lock stays held.
+///
+/// # Safety
+/// `handle` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_result {
+    boundary::call(|| {
+        let handle = try_ref!(handle);
+        let mut claimed = handle.claim()?;
+        drop(claimed.watchdog().take());
+        Ok(lock_result::LOCK_OK)
     })
 }
 
@@ -288,6 +388,7 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
             last_fence: inspection.last_fence,
             expires_unix_ms: 0,
             cooldown_until_unix_ms: inspection.cooldown_until.map_or(0, WallTime::unix_millis),
+            queue_length: inspection.queue_length.unwrap_or(0),
         };
         if let Some(holder) = inspection.holder {
             info.held = true;
