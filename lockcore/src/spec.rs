@@ -38,7 +38,7 @@ impl Scheme {
     /// Every scheme this build implements, for tools that iterate over them
     /// (benchmarks, torture tests, demos).
     pub const ALL: &'static [Scheme] =
-        &[Scheme::Lockfile, Scheme::Mkdir, Scheme::Flock, Scheme::Symlink, Scheme::Lease];
+        &[Scheme::Lockfile, Scheme::Mkdir, Scheme::Flock, Scheme::Symlink, Scheme::Lease, Scheme::Toplock];
 
     pub fn name(self) -> &'static str {
         match self {

@@ -81,6 +81,8 @@ struct Log {
     last_end: i64,
     floor: i64,
     last_fence: u64,
+    /// Lines skipped as torn in the last replay.
+    torn_lines: u32,
 }
 
 impl core::fmt::Debug for Log {
@@ -182,6 +184,7 @@ impl Log {
             last_end: 0,
             floor: 0,
             last_fence: 0,
+            torn_lines: 0,
         }
     }
 
@@ -260,14 +263,25 @@ impl Log {
         self.last_end = 0;
         self.floor = 0;
         self.last_fence = 0;
+        self.torn_lines = 0;
         let ttl = cx.options.ttl;
         let mut at = 0;
         while at < self.len {
             let rest = &self.bytes[at..self.len];
-            let nl = rest.iter().position(|&b| b == b'\n').ok_or(Error::Corrupt(CorruptKind::Record))?;
-            let line = parse_line(&rest[..nl]).ok_or(Error::Corrupt(CorruptKind::Record))?;
+            // A last line without its newline is an append still in flight
+            // (readers and appenders share the flock): it does not count yet.
+            let Some(nl) = rest.iter().position(|&b| b == b'\n') else { break };
             let offset = at;
             at += nl + 1;
+            // A line that does not parse was torn by a writer killed inside
+            // its write(2), and may have swallowed the next writer's line.
+            // Neither writer acted on its line before reading it back, so it
+            // is skipped: a torn request is made again, a torn grant is not
+            // confirmed, a torn release or skip is retried or expires.
+            let Some(line) = parse_line(&rest[..nl]) else {
+                self.torn_lines += 1;
+                continue;
+            };
             let t = match line {
                 Line::Header { base_seq, not_before, last_end, floor, last_fence } => {
                     if offset != 0 {
