@@ -1,3 +1,930 @@
-#include "lockffi.h"
-#include <stdio.h>
-int main(void) { printf("%s\n", lock_version()); return 0; }
+/*
+ * api.c: the whole C API, for each strategy (lockfile, mkdir, flock).
+ *
+ * Usage: c_api [name-filter]   (runs the cases whose name contains the filter)
+ *
+ * Each case prints `PASSED test_xxx` or `FAILED test_xxx: <why>`; the exit
+ * status is 1 if any failed. Other processes are always synchronised with
+ * pipes and waitpid(); sleeps only let a TTL or a cooldown run out.
+ */
+#include <signal.h>
+
+#include "harness.h"
+
+/* Pre-filled into outputs that a failing call must leave alone. */
+#define FENCE_SENTINEL UINT64_C(0x5EA15EA15EA15EA1)
+
+/* Fails unless `dir` holds nothing but the names given (NULL-terminated):
+ * no temporary, staging or retired files left behind. */
+static bool only_entries(const char *dir, const char *allowed[]) {
+    DIR *d = opendir(dir);
+    CHECK_MSG(d != NULL, "opendir(%s): %s", dir, strerror(errno));
+    struct dirent *entry;
+    char stray[256] = "";
+    while ((entry = readdir(d)) != NULL) {
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+        bool known = false;
+        for (size_t i = 0; allowed[i] != NULL; i++) {
+            if (strcmp(entry->d_name, allowed[i]) == 0) known = true;
+        }
+        if (!known && stray[0] == '\0') snprintf(stray, sizeof stray, "%s", entry->d_name);
+    }
+    closedir(d);
+    CHECK_MSG(stray[0] == '\0', "unexpected entry \"%s\" left in %s", stray, dir);
+    return true;
+}
+
+/* After every lock is released: only the guard (lockfile, mkdir) or the
+ * locked file (flock) may remain. */
+static bool no_litter(const struct strategy *s, const char *dir) {
+    const char *allowed[] = {s->guard_name != NULL ? s->guard_name : s->lock_name, NULL};
+    return only_entries(dir, allowed);
+}
+
+static bool test_version(void) {
+    const char *version = lock_version();
+    CHECK(version != NULL);
+    char expected[64];
+    snprintf(expected, sizeof expected, "%d.%d.%d", LOCKFFI_VERSION_MAJOR, LOCKFFI_VERSION_MINOR,
+             LOCKFFI_VERSION_PATCH);
+    CHECK_MSG(strcmp(version, expected) == 0, "lock_version() is \"%s\" but the header's LOCKFFI_VERSION_* say \"%s\"",
+              version, expected);
+    CHECK_MSG(lock_version() == version, "lock_version() is not one static string");
+    return true;
+}
+
+/* open, try_acquire, release, close; and close releases a held lock. */
+static bool basic_cycle(const struct strategy *s, const char *dir) {
+    char lock[HARNESS_PATH_MAX];
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, NULL);
+    CHECK(h != NULL);
+    const char *nothing[] = {NULL};
+    CHECK_MSG(only_entries(dir, nothing), "lock_open touched the file system");
+
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    CHECK_MSG(fence > 0, "the first fence is %" PRIu64, fence);
+    CHECK_MSG(path_exists(lock), "%s does not exist while the lock is held", lock);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    if (s->guard_name != NULL) CHECK_MSG(!path_exists(lock), "%s still exists after release", lock);
+
+    /* lock_acquire, with the optional fence output left NULL */
+    CHECK_RC(lock_acquire(h, 1000, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+
+    /* lock_close releases a lock still held */
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    lock_close(h);
+    lock_handle *other = NULL;
+    OPEN(other, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(other, NULL), LOCK_OK);
+    CHECK_RC(lock_release(other, 0), LOCK_OK);
+    lock_close(other);
+    return no_litter(s, dir);
+}
+
+static bool test_open_acquire_release_close(void) {
+    return for_each_strategy(basic_cycle);
+}
+
+/* Fences strictly increase over acquisitions by two handles, then a third. */
+static bool fences_increase(const struct strategy *s, const char *dir) {
+    lock_handle *a = NULL, *b = NULL, *c = NULL;
+    OPEN(a, s, dir, NULL);
+    OPEN(b, s, dir, NULL);
+    /* a, a, b, a, b, b: the same handle twice in a row and alternating */
+    lock_handle *order[] = {a, a, b, a, b, b};
+    uint64_t last = 0;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        lock_handle *h = order[i];
+        lock_handle *observer = h == a ? b : a;
+        uint64_t fence = 0;
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+        CHECK_MSG(fence > last, "acquisition %zu got fence %" PRIu64 " after %" PRIu64, i, fence, last);
+        lock_info info;
+        CHECK_RC(lock_inspect(observer, &info), LOCK_OK);
+        CHECK_MSG(info.fence == fence && info.last_fence == fence,
+                  "inspect shows fence %" PRIu64 ", last_fence %" PRIu64 "; the holder got %" PRIu64, info.fence,
+                  info.last_fence, fence);
+        CHECK_RC(lock_release(h, 0), LOCK_OK);
+        last = fence;
+    }
+    /* a handle opened later continues the sequence */
+    OPEN(c, s, dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_acquire(c, 1000, &fence), LOCK_OK);
+    CHECK_MSG(fence > last, "a new handle got fence %" PRIu64 " after %" PRIu64, fence, last);
+    CHECK_RC(lock_release(c, 0), LOCK_OK);
+    lock_close(a);
+    lock_close(b);
+    lock_close(c);
+    return no_litter(s, dir);
+}
+
+static bool test_fences_strictly_increase(void) {
+    return for_each_strategy(fences_increase);
+}
+
+/* lock_acquire: at once on a free lock, LOCK_TIMEOUT after the budget on a
+ * lock held by another handle of this process. */
+static bool acquire_timeout(const struct strategy *s, const char *dir) {
+    lock_handle *a = NULL, *b = NULL;
+    OPEN(a, s, dir, NULL);
+    OPEN(b, s, dir, NULL);
+    uint64_t fa = 0;
+    CHECK_RC(lock_acquire(a, 1000, &fa), LOCK_OK);
+
+    uint64_t fb = FENCE_SENTINEL;
+    int64_t start = mono_ms();
+    CHECK_RC(lock_acquire(b, 200, &fb), LOCK_TIMEOUT);
+    int64_t waited = mono_ms() - start;
+    CHECK_MSG(waited >= 190, "LOCK_TIMEOUT after %" PRId64 " ms of a 200 ms budget", waited);
+    CHECK_MSG(waited < 10000, "a 200 ms budget took %" PRId64 " ms", waited);
+    CHECK_MSG(fb == FENCE_SENTINEL, "fence_out was written on LOCK_TIMEOUT");
+    /* a zero budget is one attempt that answers LOCK_TIMEOUT */
+    CHECK_RC(lock_acquire(b, 0, &fb), LOCK_TIMEOUT);
+    CHECK_RC(lock_try_acquire(b, &fb), LOCK_BUSY);
+    CHECK_MSG(fb == FENCE_SENTINEL, "fence_out was written on LOCK_BUSY");
+
+    CHECK_RC(lock_release(a, 0), LOCK_OK);
+    CHECK_RC(lock_acquire(b, 0, &fb), LOCK_OK);
+    CHECK_MSG(fb > fa && fb != FENCE_SENTINEL, "fence %" PRIu64 " after %" PRIu64, fb, fa);
+    CHECK_RC(lock_release(b, 0), LOCK_OK);
+    lock_close(a);
+    lock_close(b);
+    return true;
+}
+
+static bool test_acquire_with_timeout(void) {
+    return for_each_strategy(acquire_timeout);
+}
+
+/* Fails unless `expires` is `ttl_ms` after a moment in [before, after]. */
+static bool expires_between(int64_t expires, int64_t before, int64_t after, int64_t ttl_ms) {
+    CHECK_MSG(expires >= before + ttl_ms - 1 && expires <= after + ttl_ms + 1,
+              "expires_unix_ms %" PRId64 " is not %" PRId64 " ms after [%" PRId64 ", %" PRId64 "]", expires, ttl_ms,
+              before, after);
+    return true;
+}
+
+/* lock_prolong: LOCK_OK within the TTL (spec's or given), LOCK_EXPIRED past it. */
+static bool prolong_outcomes(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, s, dir, "ttl=30s");
+    OPEN(other, s, dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    lock_info info;
+
+    int64_t before = unix_ms();
+    CHECK_RC(lock_prolong(h, 0), LOCK_OK); /* 0: the spec's ttl */
+    int64_t after = unix_ms();
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    if (!expires_between(info.expires_unix_ms, before, after, 30000)) return false;
+    CHECK_MSG(info.fence == fence, "prolong changed the fence from %" PRIu64 " to %" PRIu64, fence, info.fence);
+
+    before = unix_ms();
+    CHECK_RC(lock_prolong(h, 5000), LOCK_OK);
+    after = unix_ms();
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    if (!expires_between(info.expires_unix_ms, before, after, 5000)) return false;
+
+    /* run past a 100 ms TTL: LOCK_EXPIRED, and held again */
+    CHECK_RC(lock_prolong(h, 100), LOCK_OK);
+    sleep_ms(250);
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.held, "the expired lock is reported free before anyone took it");
+    CHECK_MSG(info.stale == !s->ttl_is_advisory, "stale is %d for a lock 150 ms past its TTL", (int)info.stale);
+    before = unix_ms();
+    CHECK_RC(lock_prolong(h, 60000), LOCK_EXPIRED);
+    after = unix_ms();
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle && !info.stale, "after LOCK_EXPIRED from prolong the handle does not hold a fresh lock");
+    if (!expires_between(info.expires_unix_ms, before, after, 60000)) return false;
+    uint64_t probe = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(other, &probe), LOCK_BUSY);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+
+    /* the spec's own TTL of 100 ms (LockFile::Simple's `hold`) */
+    OPEN(h, s, dir, "hold=100ms");
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    sleep_ms(250);
+    CHECK_RC(lock_prolong(h, 60000), LOCK_EXPIRED);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+
+    /* without any TTL, prolong(0) makes the lock never expire */
+    OPEN(h, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_prolong(h, 10000), LOCK_OK);
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.expires_unix_ms != 0, "prolong(10000) left no expiry");
+    CHECK_RC(lock_prolong(h, 0), LOCK_OK);
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.expires_unix_ms == 0, "prolong(0) without a spec ttl left expiry %" PRId64, info.expires_unix_ms);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return no_litter(s, dir);
+}
+
+static bool test_prolong(void) {
+    return for_each_strategy(prolong_outcomes);
+}
+
+/* lock_release: LOCK_OK within the TTL, LOCK_EXPIRED past it (and released). */
+static bool release_outcomes(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL, *brief = NULL, *other = NULL;
+    OPEN(h, s, dir, "ttl=30s");
+    OPEN(brief, s, dir, "ttl=100ms");
+    OPEN(other, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+
+    CHECK_RC(lock_try_acquire(brief, NULL), LOCK_OK);
+    sleep_ms(250);
+    CHECK_RC(lock_release(brief, 0), LOCK_EXPIRED);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(other, &fence), LOCK_OK); /* LOCK_EXPIRED did release it */
+    CHECK_RC(lock_release(other, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(brief);
+    lock_close(other);
+    return no_litter(s, dir);
+}
+
+static bool test_release_ok_and_expired(void) {
+    return for_each_strategy(release_outcomes);
+}
+
+/* LOCK_LOST: A overruns a 100 ms TTL, B breaks the expired lock; A's release
+ * and prolong then report LOCK_LOST and change nothing. flock's TTL is
+ * advisory: B cannot take a live holder's lock, and A's release is EXPIRED. */
+static bool lost_lock(const struct strategy *s, const char *dir) {
+    lock_handle *a = NULL, *b = NULL;
+    OPEN(a, s, dir, "ttl=100ms");
+    OPEN(b, s, dir, NULL);
+    uint64_t fa = 0, fb = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(a, &fa), LOCK_OK);
+    sleep_ms(250);
+    if (s->ttl_is_advisory) {
+        CHECK_RC(lock_try_acquire(b, &fb), LOCK_BUSY);
+        CHECK_RC(lock_release(a, 0), LOCK_EXPIRED);
+        CHECK_RC(lock_try_acquire(b, &fb), LOCK_OK);
+        CHECK_RC(lock_release(b, 0), LOCK_OK);
+        lock_close(a);
+        lock_close(b);
+        return true;
+    }
+    CHECK_RC(lock_try_acquire(b, &fb), LOCK_OK); /* breaks A's expired lock */
+    CHECK_MSG(fb > fa, "the breaker got fence %" PRIu64 " after %" PRIu64, fb, fa);
+    CHECK_RC(lock_release(a, 0), LOCK_LOST);
+    lock_info info;
+    CHECK_RC(lock_inspect(b, &info), LOCK_OK);
+    CHECK_MSG(info.held && info.held_by_this_handle && info.fence == fb && info.owner_pid == (int32_t)getpid(),
+              "after A's LOCK_LOST, B does not hold the lock (held %d, by B %d, fence %" PRIu64 ")", (int)info.held,
+              (int)info.held_by_this_handle, info.fence);
+    CHECK_RC(lock_inspect(a, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.held_by_this_handle, "A still believes it holds the lock");
+    CHECK_RC(lock_release(a, 0), LOCK_ERR_NOT_HELD); /* the handle holds nothing after LOCK_LOST */
+
+    /* the same through prolong */
+    CHECK_RC(lock_release(b, 0), LOCK_OK);
+    CHECK_RC(lock_try_acquire(a, &fa), LOCK_OK);
+    sleep_ms(250);
+    CHECK_RC(lock_try_acquire(b, &fb), LOCK_OK);
+    CHECK_RC(lock_prolong(a, 60000), LOCK_LOST);
+    CHECK_RC(lock_prolong(a, 60000), LOCK_ERR_NOT_HELD);
+    CHECK_RC(lock_inspect(b, &info), LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle && info.fence == fb, "A's lost prolong disturbed B's lock");
+    CHECK_RC(lock_release(b, 0), LOCK_OK);
+    lock_close(a);
+    lock_close(b);
+    return no_litter(s, dir);
+}
+
+static bool test_lost(void) {
+    return for_each_strategy(lost_lock);
+}
+
+/* lock_inspect's fields, from the holder and from another handle; cooldown. */
+static bool inspect_fields(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, s, dir, "ttl=10s");
+    OPEN(other, s, dir, NULL);
+    lock_info info;
+    memset(&info, 0xA5, sizeof info);
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(!info.held && !info.held_by_this_handle && !info.stale && info.owner_liveness == LOCK_OWNER_UNKNOWN &&
+                  info.owner_pid == 0 && info.owner_host[0] == '\0' && info.fence == 0 && info.last_fence == 0 &&
+                  info.expires_unix_ms == 0 && info.cooldown_until_unix_ms == 0,
+              "a lock never taken is not reported free and empty");
+
+    int64_t before = unix_ms();
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    int64_t after = unix_ms();
+    char host[256] = "";
+    CHECK(gethostname(host, sizeof host - 1) == 0);
+    for (int view = 0; view < 2; view++) {
+        lock_handle *viewer = view == 0 ? h : other;
+        CHECK_RC(lock_inspect(viewer, &info), LOCK_OK);
+        CHECK_MSG(info.held, "view %d: not held", view);
+        CHECK_MSG(info.held_by_this_handle == (view == 0), "view %d: held_by_this_handle is %d", view,
+                  (int)info.held_by_this_handle);
+        CHECK_MSG(!info.stale, "view %d: a fresh lock is stale", view);
+        CHECK_MSG(info.owner_liveness == LOCK_OWNER_ALIVE, "view %d: owner_liveness %d", view,
+                  (int)info.owner_liveness);
+        CHECK_MSG(info.owner_pid == (int32_t)getpid(), "view %d: owner_pid %d, getpid() %d", view,
+                  (int)info.owner_pid, (int)getpid());
+        CHECK_MSG(memchr(info.owner_host, '\0', sizeof info.owner_host) != NULL, "owner_host is not terminated");
+        CHECK_MSG(info.owner_host[0] != '\0', "view %d: owner_host is empty", view);
+        CHECK_MSG(strcmp(info.owner_host, host) == 0, "view %d: owner_host \"%s\", gethostname \"%s\"", view,
+                  info.owner_host, host);
+        CHECK_MSG(info.fence == fence && info.last_fence == fence,
+                  "view %d: fence %" PRIu64 ", last_fence %" PRIu64 ", acquired %" PRIu64, view, info.fence,
+                  info.last_fence, fence);
+        if (!expires_between(info.expires_unix_ms, before, after, 10000)) return false;
+        CHECK_MSG(info.cooldown_until_unix_ms == 0, "view %d: a cooldown while held", view);
+    }
+
+    /* release with a cooldown: free but closed to everyone until it ends */
+    before = unix_ms();
+    int64_t released_at = mono_ms();
+    CHECK_RC(lock_release(h, 300), LOCK_OK);
+    after = unix_ms();
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(!info.held && info.owner_pid == 0 && info.fence == 0 && info.last_fence == fence,
+              "after release: held %d, owner_pid %d, fence %" PRIu64 ", last_fence %" PRIu64, (int)info.held,
+              (int)info.owner_pid, info.fence, info.last_fence);
+    CHECK_MSG(info.cooldown_until_unix_ms >= before + 299 && info.cooldown_until_unix_ms <= after + 301,
+              "cooldown_until_unix_ms %" PRId64 " is not 300 ms after [%" PRId64 ", %" PRId64 "]",
+              info.cooldown_until_unix_ms, before, after);
+    uint64_t probe = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(other, &probe), LOCK_BUSY);
+    CHECK_RC(lock_try_acquire(h, &probe), LOCK_BUSY); /* the releaser too */
+    CHECK_MSG(probe == FENCE_SENTINEL, "fence_out written during the cooldown");
+    uint64_t next = 0;
+    CHECK_RC(lock_acquire(other, 10000, &next), LOCK_OK);
+    int64_t waited = mono_ms() - released_at;
+    CHECK_MSG(waited >= 280, "acquired %" PRId64 " ms into a 300 ms cooldown", waited);
+    CHECK_MSG(next > fence, "fence %" PRIu64 " after %" PRIu64, next, fence);
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.held_by_this_handle && info.cooldown_until_unix_ms == 0 && info.expires_unix_ms == 0,
+              "after the cooldown: held %d, by this %d, cooldown_until %" PRId64 ", expires %" PRId64,
+              (int)info.held, (int)info.held_by_this_handle, info.cooldown_until_unix_ms, info.expires_unix_ms);
+    CHECK_RC(lock_release(other, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return no_litter(s, dir);
+}
+
+static bool test_inspect_and_cooldown(void) {
+    return for_each_strategy(inspect_fields);
+}
+
+/* lock_break: removes a held lock (was_held true, then false); flock cannot. */
+static bool break_lock(const struct strategy *s, const char *dir) {
+    lock_handle *a = NULL, *b = NULL;
+    OPEN(a, s, dir, NULL);
+    OPEN(b, s, dir, NULL);
+    uint64_t fa = 0, fb = 0;
+    bool was_held;
+    if (s->ttl_is_advisory) { /* flock */
+        CHECK_RC(lock_try_acquire(a, &fa), LOCK_OK);
+        was_held = true;
+        CHECK_RC(lock_break(b, &was_held), LOCK_ERR_UNSUPPORTED);
+        CHECK_MSG(was_held == true, "was_held written on LOCK_ERR_UNSUPPORTED");
+        was_held = false;
+        CHECK_RC(lock_break(b, &was_held), LOCK_ERR_UNSUPPORTED);
+        CHECK_MSG(was_held == false, "was_held written on LOCK_ERR_UNSUPPORTED");
+        CHECK_RC(lock_try_acquire(b, NULL), LOCK_BUSY);
+        CHECK_RC(lock_release(a, 0), LOCK_OK);
+        lock_close(a);
+        lock_close(b);
+        return true;
+    }
+    was_held = true;
+    CHECK_RC(lock_break(b, &was_held), LOCK_OK);
+    CHECK_MSG(!was_held, "breaking a free lock reports was_held");
+    CHECK_RC(lock_try_acquire(a, &fa), LOCK_OK);
+    was_held = false;
+    CHECK_RC(lock_break(b, &was_held), LOCK_OK);
+    CHECK_MSG(was_held, "breaking a held lock reports !was_held");
+    lock_info info;
+    CHECK_RC(lock_inspect(b, &info), LOCK_OK);
+    CHECK_MSG(!info.held && info.last_fence == fa, "after the break: held %d, last_fence %" PRIu64, (int)info.held,
+              info.last_fence);
+    was_held = true;
+    CHECK_RC(lock_break(b, &was_held), LOCK_OK);
+    CHECK_MSG(!was_held, "the second break still found a lock");
+    CHECK_RC(lock_try_acquire(b, &fb), LOCK_OK);
+    CHECK_MSG(fb > fa, "fence %" PRIu64 " after the broken %" PRIu64, fb, fa);
+    CHECK_RC(lock_release(a, 0), LOCK_LOST); /* A's lock was broken */
+    CHECK_RC(lock_inspect(b, &info), LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle, "A's release disturbed B's lock");
+    CHECK_RC(lock_release(b, 0), LOCK_OK);
+    lock_close(a);
+    lock_close(b);
+    return no_litter(s, dir);
+}
+
+static bool test_break(void) {
+    return for_each_strategy(break_lock);
+}
+
+struct warning_log {
+    struct warning_log *self; /* to check the context pointer */
+    int calls;
+    uint64_t first_ms, last_ms;
+    bool wrong_context, went_backwards;
+};
+
+static void on_warning(void *context, uint64_t waited_ms) {
+    struct warning_log *log = context;
+    if (log == NULL || log->self != log) {
+        if (log != NULL) log->wrong_context = true;
+        return;
+    }
+    if (log->calls == 0) log->first_ms = waited_ms;
+    if (log->calls > 0 && waited_ms < log->last_ms) log->went_backwards = true;
+    log->last_ms = waited_ms;
+    log->calls++;
+}
+
+/* lock_set_warning: the callback fires while lock_acquire waits, after wmin
+ * and every wafter; never with warn=0, after clearing it, or before wmin. */
+static bool warnings(const struct strategy *s, const char *dir) {
+    lock_handle *holder = NULL, *waiter = NULL, *quiet = NULL, *patient = NULL;
+    OPEN(holder, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
+
+    OPEN(waiter, s, dir, "wmin=50ms&wafter=50ms");
+    struct warning_log log;
+    memset(&log, 0, sizeof log);
+    log.self = &log;
+    CHECK_RC(lock_set_warning(waiter, on_warning, &log), LOCK_OK);
+    CHECK_RC(lock_acquire(waiter, 300, NULL), LOCK_TIMEOUT);
+    CHECK_MSG(!log.wrong_context, "the callback got another context pointer");
+    CHECK_MSG(log.calls >= 1, "no warning during a 300 ms wait with wmin=50ms");
+    CHECK_MSG(log.first_ms >= 50, "the first warning came after %" PRIu64 " ms, before wmin=50ms", log.first_ms);
+    CHECK_MSG(!log.went_backwards, "waited_ms went backwards");
+
+    /* cleared with NULL: no more calls */
+    int calls = log.calls;
+    CHECK_RC(lock_set_warning(waiter, NULL, NULL), LOCK_OK);
+    CHECK_RC(lock_acquire(waiter, 150, NULL), LOCK_TIMEOUT);
+    CHECK_MSG(log.calls == calls, "a cleared callback was called");
+
+    /* warn=0 silences it */
+    OPEN(quiet, s, dir, "warn=0&wmin=50ms&wafter=50ms");
+    struct warning_log silent;
+    memset(&silent, 0, sizeof silent);
+    silent.self = &silent;
+    CHECK_RC(lock_set_warning(quiet, on_warning, &silent), LOCK_OK);
+    CHECK_RC(lock_acquire(quiet, 300, NULL), LOCK_TIMEOUT);
+    CHECK_MSG(silent.calls == 0, "warn=0 but the callback was called %d times", silent.calls);
+
+    /* the default wmin (15 s) is not reached in 150 ms */
+    OPEN(patient, s, dir, NULL);
+    struct warning_log early;
+    memset(&early, 0, sizeof early);
+    early.self = &early;
+    CHECK_RC(lock_set_warning(patient, on_warning, &early), LOCK_OK);
+    CHECK_RC(lock_acquire(patient, 150, NULL), LOCK_TIMEOUT);
+    CHECK_MSG(early.calls == 0, "a warning before the default wmin");
+
+    /* no warning when the lock is free at once */
+    CHECK_RC(lock_release(holder, 0), LOCK_OK);
+    calls = log.calls;
+    CHECK_RC(lock_set_warning(waiter, on_warning, &log), LOCK_OK);
+    CHECK_RC(lock_acquire(waiter, 1000, NULL), LOCK_OK);
+    CHECK_MSG(log.calls == calls, "a warning without any wait");
+    CHECK_RC(lock_release(waiter, 0), LOCK_OK);
+    lock_close(holder);
+    lock_close(waiter);
+    lock_close(quiet);
+    lock_close(patient);
+    return true;
+}
+
+static bool test_warning_callback(void) {
+    return for_each_strategy(warnings);
+}
+
+/* lock_path: the lock file / directory / flock'd file; too small a buffer. */
+static bool path_of_lock(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, NULL);
+    char expected[HARNESS_PATH_MAX];
+    path_join(expected, sizeof expected, dir, s->lock_name);
+    char buf[HARNESS_PATH_MAX];
+    size_t len = 12345;
+    CHECK_RC(lock_path(h, buf, sizeof buf, &len), LOCK_OK);
+    CHECK_MSG(strcmp(buf, expected) == 0, "lock_path is \"%s\", expected \"%s\"", buf, expected);
+    CHECK_MSG(len == strlen(expected), "len_out %zu for a path of %zu bytes", len, strlen(expected));
+    CHECK_RC(lock_path(h, buf, sizeof buf, NULL), LOCK_OK);
+
+    char tiny[4];
+    memset(tiny, '#', sizeof tiny);
+    size_t tiny_len = 777;
+    CHECK_RC(lock_path(h, tiny, sizeof tiny, &tiny_len), LOCK_ERR_BUFFER_TOO_SMALL);
+    CHECK_MSG(memcmp(tiny, "####", 4) == 0 && tiny_len == 777, "outputs written on LOCK_ERR_BUFFER_TOO_SMALL");
+    /* exactly the length: no room for the terminator */
+    memset(buf, '#', sizeof buf);
+    CHECK_RC(lock_path(h, buf, len, &tiny_len), LOCK_ERR_BUFFER_TOO_SMALL);
+    for (size_t i = 0; i < len + 1; i++) CHECK_MSG(buf[i] == '#', "byte %zu written on BUFFER_TOO_SMALL", i);
+    CHECK_RC(lock_path(h, buf, 0, NULL), LOCK_ERR_BUFFER_TOO_SMALL);
+    CHECK_RC(lock_path(h, buf, len + 1, &tiny_len), LOCK_OK);
+    CHECK_MSG(buf[len] == '\0' && buf[len + 1] == '#' && tiny_len == len, "lock_path wrote past its terminator");
+    CHECK(strcmp(buf, expected) == 0);
+
+    /* that path is what holds the lock */
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    struct stat st;
+    CHECK_MSG(lstat(expected, &st) == 0, "%s does not exist while held", expected);
+    bool want_dir = strcmp(s->name, "mkdir") == 0;
+    CHECK_MSG(want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode), "%s is not a %s", expected,
+              want_dir ? "directory" : "regular file");
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return true;
+}
+
+static bool test_lock_path(void) {
+    return for_each_strategy(path_of_lock);
+}
+
+/* The lockfile strategy's LockFile::Simple compatibility: lock file names
+ * (ext, format), mode, and the first line `PID` or, with nfs=1, `PID:HOST`. */
+static bool lockfile_layout(const char *dir, const char *options, const char *lock_name, mode_t mode, bool nfs) {
+    lock_handle *h = NULL;
+    OPEN(h, &STRATEGIES[0], dir, options);
+    char lock[HARNESS_PATH_MAX], reported[HARNESS_PATH_MAX];
+    path_join(lock, sizeof lock, dir, lock_name);
+    CHECK_RC(lock_path(h, reported, sizeof reported, NULL), LOCK_OK);
+    CHECK_MSG(strcmp(reported, lock) == 0, "with %s the lock file is \"%s\", expected \"%s\"", options, reported, lock);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    struct stat st;
+    CHECK_MSG(lstat(lock, &st) == 0 && S_ISREG(st.st_mode), "with %s, %s is not a file while held", options, lock);
+    CHECK_MSG((st.st_mode & 07777) == mode, "with %s the lock file has mode %04o, expected %04o", options,
+              (unsigned)(st.st_mode & 07777), (unsigned)mode);
+    char content[1024], first[512], host[256] = "";
+    CHECK(read_file(lock, content, sizeof content) > 0);
+    CHECK(gethostname(host, sizeof host - 1) == 0);
+    if (nfs) {
+        format_into(first, sizeof first, "%ld:%s\nlockcore 1\n", (long)getpid(), host);
+    } else {
+        format_into(first, sizeof first, "%ld\nlockcore 1\n", (long)getpid());
+    }
+    CHECK_MSG(strncmp(content, first, strlen(first)) == 0, "with %s the lock file starts \"%.40s\", expected \"%s\"",
+              options, content, first);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_MSG(!path_exists(lock), "%s remains after release", lock);
+    lock_close(h);
+    return true;
+}
+
+static bool test_lockfile_names_mode_and_stamp(void) {
+    char dir[HARNESS_PATH_MAX], pid_name[64];
+    CHECK(make_temp_dir(dir, sizeof dir, "layout"));
+    snprintf(pid_name, sizeof pid_name, "data.txt.%ld", (long)getpid());
+    return lockfile_layout(dir, NULL, "data.txt.lock", 0444, false) &&
+           lockfile_layout(dir, "nfs=1", "data.txt.lock", 0444, true) &&
+           lockfile_layout(dir, "ext=.lck", "data.txt.lck", 0444, false) &&
+           lockfile_layout(dir, "format=%25D/.%25F.lk", ".data.txt.lk", 0444, false) &&
+           lockfile_layout(dir, "format=%25f.%25p", pid_name, 0444, false) &&
+           lockfile_layout(dir, "mode=0640", "data.txt.lock", 0640, false);
+}
+
+/* A child that blocks until its parent writes to or closes `wait_fd`. */
+static void child_idle(int wait_fd) {
+    char byte;
+    ssize_t n;
+    do {
+        n = read(wait_fd, &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    _exit(0);
+}
+
+/* Locks held by other programs: a LockFile::Simple stamp (`PID` of a live
+ * or dead process, `PID:HOST` of another host) and a plain mkdir lock. */
+static bool test_foreign_locks(void) {
+    char dir[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX], stamp[64];
+    CHECK(make_temp_dir(dir, sizeof dir, "foreign"));
+    path_join(lock, sizeof lock, dir, "data.txt.lock");
+    lock_handle *h = NULL;
+    OPEN(h, &STRATEGIES[0], dir, NULL);
+
+    /* a live process's stamp excludes us */
+    int idle[2];
+    CHECK(pipe(idle) == 0);
+    pid_t live = fork_child();
+    CHECK(live >= 0);
+    if (live == 0) {
+        close(idle[1]);
+        child_idle(idle[0]);
+    }
+    close(idle[0]);
+    snprintf(stamp, sizeof stamp, "%ld\n", (long)live);
+    CHECK(write_file(lock, stamp, strlen(stamp), 0444));
+    uint64_t fence = FENCE_SENTINEL;
+    lock_result busy = lock_try_acquire(h, &fence);
+    lock_info info;
+    lock_result inspected = lock_inspect(h, &info);
+    close(idle[1]); /* the child exits */
+    int status = wait_child(live);
+    CHECK_MSG(busy == LOCK_BUSY, "a live LockFile::Simple holder's lock: %s", rc_name(busy));
+    CHECK_MSG(inspected == LOCK_OK && info.held && !info.held_by_this_handle && info.owner_pid == (int32_t)live &&
+                  info.fence == 0 && info.owner_liveness == LOCK_OWNER_ALIVE,
+              "inspect of a LockFile::Simple stamp: %s, held %d, pid %d (want %ld), fence %" PRIu64 ", liveness %d",
+              rc_name(inspected), (int)info.held, (int)info.owner_pid, (long)live, info.fence,
+              (int)info.owner_liveness);
+    CHECK(status != -1 && WIFEXITED(status));
+
+    /* the same pid, now dead (reaped): stale at once with stale=pid */
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+
+    /* PID:HOST of another host is never judged dead by pid */
+    snprintf(stamp, sizeof stamp, "%ld:other-host.example\n", (long)live);
+    CHECK(write_file(lock, stamp, strlen(stamp), 0444));
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_BUSY);
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.owner_liveness == LOCK_OWNER_UNKNOWN && strcmp(info.owner_host, "other-host.example") == 0,
+              "another host's stamp: liveness %d, host \"%s\"", (int)info.owner_liveness, info.owner_host);
+    CHECK(unlink(lock) == 0);
+    lock_close(h);
+
+    /* a plain `mkdir` lock (seed 001) excludes the mkdir strategy */
+    char lockdir[HARNESS_PATH_MAX];
+    path_join(lockdir, sizeof lockdir, dir, "lockdir");
+    CHECK(mkdir(lockdir, 0755) == 0);
+    OPEN(h, &STRATEGIES[1], dir, NULL);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_BUSY);
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.stale, "an empty lock directory is not reported held");
+    CHECK(rmdir(lockdir) == 0);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return true;
+}
+
+/* In a child of the holder: the inherited handle refuses release and prolong
+ * with LOCK_ERR_FORKED; closing it (or exiting) leaves the parent's lock. */
+static bool forked_handle_child(lock_handle *h, bool close_it) {
+    CHECK_RC(lock_release(h, 0), LOCK_ERR_FORKED);
+    CHECK_RC(lock_release(h, 500), LOCK_ERR_FORKED);
+    CHECK_RC(lock_prolong(h, 1000), LOCK_ERR_FORKED);
+    CHECK_RC(lock_prolong(h, 0), LOCK_ERR_FORKED);
+    if (close_it) lock_close(h);
+    return true;
+}
+
+static bool fork_keeps_parent_lock(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, s, dir, "ttl=1h");
+    OPEN(other, s, dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    for (int variant = 0; variant < 2; variant++) {
+        pid_t pid = fork_child();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            /* variant 0 closes the inherited handle; variant 1 leaves it to
+             * exit(), whose autoclean must not release the parent's lock */
+            child_exit_normally(forked_handle_child(h, variant == 0));
+        }
+        CHECK_CHILD_OK(pid);
+        uint64_t probe = FENCE_SENTINEL;
+        CHECK_RC(lock_try_acquire(other, &probe), LOCK_BUSY);
+        lock_info info;
+        CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+        CHECK_MSG(info.held_by_this_handle && info.owner_pid == (int32_t)getpid() && info.fence == fence &&
+                      info.cooldown_until_unix_ms == 0,
+                  "after the child (variant %d) the parent's lock changed: by this %d, pid %d, fence %" PRIu64, variant,
+                  (int)info.held_by_this_handle, (int)info.owner_pid, info.fence);
+    }
+    CHECK_RC(lock_prolong(h, 0), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_RC(lock_try_acquire(other, NULL), LOCK_OK);
+    CHECK_RC(lock_release(other, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
+static bool test_fork_child_cannot_release(void) {
+    return for_each_strategy(fork_keeps_parent_lock);
+}
+
+/* A child may acquire through a handle that held nothing at fork time; it is
+ * a new owner with its own pid, excluded from and excluding the parent. */
+static bool child_acquires(lock_handle *h, int report_fd, int go_fd) {
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle && info.owner_pid == (int32_t)getpid(),
+              "in the child: by this %d, owner_pid %d, getpid %d", (int)info.held_by_this_handle, (int)info.owner_pid,
+              (int)getpid());
+    CHECK(write_exact(report_fd, &fence, sizeof fence));
+    char go;
+    CHECK(read_exact(go_fd, &go, 1));
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return true;
+}
+
+static bool fork_child_own_lock(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, s, dir, NULL);
+    OPEN(other, s, dir, NULL);
+    int report[2], go[2];
+    CHECK(pipe(report) == 0 && pipe(go) == 0);
+    pid_t pid = fork_child();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(report[0]);
+        close(go[1]);
+        child_exit(child_acquires(h, report[1], go[0]));
+    }
+    close(report[1]);
+    close(go[0]);
+    uint64_t child_fence = 0;
+    bool reported = read_exact(report[0], &child_fence, sizeof child_fence);
+    lock_result parent_try = LOCK_OK, other_try = LOCK_OK, inspected = LOCK_ERR_PANIC;
+    lock_info info;
+    memset(&info, 0, sizeof info);
+    if (reported) {
+        parent_try = lock_try_acquire(h, NULL);
+        other_try = lock_try_acquire(other, NULL);
+        inspected = lock_inspect(other, &info);
+        write_exact(go[1], "g", 1);
+    }
+    close(go[1]);
+    close(report[0]);
+    CHECK_CHILD_OK(pid);
+    CHECK_MSG(reported, "the child did not report its acquisition");
+    CHECK_MSG(parent_try == LOCK_BUSY && other_try == LOCK_BUSY,
+              "while the child holds: the parent's copy of the handle got %s, another handle %s", rc_name(parent_try),
+              rc_name(other_try));
+    CHECK_MSG(inspected == LOCK_OK && info.held && info.owner_pid == (int32_t)pid && info.fence == child_fence,
+              "inspect while the child holds: %s, pid %d (child %ld), fence %" PRIu64 " (child's %" PRIu64 ")",
+              rc_name(inspected), (int)info.owner_pid, (long)pid, info.fence, child_fence);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    CHECK_MSG(fence > child_fence, "fence %" PRIu64 " after the child's %" PRIu64, fence, child_fence);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
+static bool test_fork_child_acquires_its_own(void) {
+    return for_each_strategy(fork_child_own_lock);
+}
+
+/* Autoclean: a child that acquires and calls exit(0) without releasing
+ * leaves the lock free. stale=none and ttl=1h, so that neither dead-owner
+ * detection nor age can explain it. */
+static bool child_acquires_and_exits(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, "ttl=1h&stale=none");
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    return true; /* no lock_release, no lock_close */
+}
+
+static bool autoclean(const struct strategy *s, const char *dir) {
+    pid_t pid = fork_child();
+    CHECK(pid >= 0);
+    if (pid == 0) child_exit_normally(child_acquires_and_exits(s, dir));
+    CHECK_CHILD_OK(pid);
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, "ttl=1h&stale=none");
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(!info.held && info.last_fence > 0, "after the child's exit(0): held %d (pid %d), last_fence %" PRIu64,
+              (int)info.held, (int)info.owner_pid, info.last_fence);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return no_litter(s, dir);
+}
+
+static bool test_autoclean_at_exit(void) {
+    return for_each_strategy(autoclean);
+}
+
+/* A child that acquires, reports its fence, and waits to be killed. */
+static bool child_holds(const struct strategy *s, const char *dir, const char *options, int report_fd, int wait_fd) {
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, options);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    CHECK(write_exact(report_fd, &fence, sizeof fence));
+    child_idle(wait_fd); /* killed here; exits if the parent goes away */
+    return true;
+}
+
+/* While the holder lives, it is seen alive and its lock is busy. */
+static bool holder_seen_alive(lock_handle *h, pid_t holder) {
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_BUSY);
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.stale && info.owner_pid == (int32_t)holder && info.owner_liveness == LOCK_OWNER_ALIVE,
+              "a live holder: held %d, stale %d, pid %d (child %ld), liveness %d", (int)info.held, (int)info.stale,
+              (int)info.owner_pid, (long)holder, (int)info.owner_liveness);
+    return true;
+}
+
+/* A holder killed by SIGKILL: with stale=pid (the default) and ttl=1h its
+ * lock is taken at once; with stale=none it stays (but for flock, whose
+ * kernel lock dies with its holder), which shows that dead-owner detection
+ * is what frees it. */
+static bool killed_holder(const struct strategy *s, const char *dir) {
+    for (int round = 0; round < 2; round++) {
+        const char *options = round == 0 ? "ttl=1h&stale=none" : "ttl=1h";
+        int report[2], idle[2];
+        CHECK(pipe(report) == 0 && pipe(idle) == 0);
+        pid_t pid = fork_child();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            close(report[0]);
+            close(idle[1]);
+            child_exit(child_holds(s, dir, options, report[1], idle[0]));
+        }
+        close(report[1]);
+        close(idle[0]);
+        uint64_t child_fence = 0;
+        bool reported = read_exact(report[0], &child_fence, sizeof child_fence);
+        close(report[0]);
+        lock_handle *h = NULL;
+        bool alive_ok = false;
+        lock_result opened = open_lock(s, dir, options, &h);
+        if (reported && opened == LOCK_OK) alive_ok = holder_seen_alive(h, pid);
+        kill(pid, SIGKILL);
+        int status = wait_child(pid);
+        close(idle[1]);
+        CHECK_MSG(reported, "the child did not acquire");
+        CHECK_RC(opened, LOCK_OK);
+        if (!alive_ok) return false;
+        CHECK_MSG(status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child was not killed");
+
+        lock_info info;
+        CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+        uint64_t fence = FENCE_SENTINEL;
+        if (s->ttl_is_advisory) {
+            CHECK_MSG(!info.held, "a killed process still holds a flock");
+        } else {
+            CHECK_MSG(info.held && info.owner_pid == (int32_t)pid && info.owner_liveness == LOCK_OWNER_DEAD,
+                      "a killed holder: held %d, pid %d, liveness %d", (int)info.held, (int)info.owner_pid,
+                      (int)info.owner_liveness);
+            CHECK_MSG(info.stale == (round == 1), "stale is %d with %s", (int)info.stale, options);
+        }
+        if (round == 0 && !s->ttl_is_advisory) {
+            CHECK_RC(lock_try_acquire(h, &fence), LOCK_BUSY); /* stale=none: waits for the TTL */
+            bool was_held = false;
+            CHECK_RC(lock_break(h, &was_held), LOCK_OK);
+            CHECK(was_held);
+        } else {
+            CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK); /* at once: one attempt */
+            CHECK_MSG(fence > child_fence, "fence %" PRIu64 " after the dead holder's %" PRIu64, fence, child_fence);
+            CHECK_RC(lock_release(h, 0), LOCK_OK);
+        }
+        lock_close(h);
+    }
+    return no_litter(s, dir);
+}
+
+static bool test_killed_holder(void) {
+    return for_each_strategy(killed_holder);
+}
+
+static const struct test_case CASES[] = {
+    {"test_version", test_version},
+    {"test_open_acquire_release_close", test_open_acquire_release_close},
+    {"test_fences_strictly_increase", test_fences_strictly_increase},
+    {"test_acquire_with_timeout", test_acquire_with_timeout},
+    {"test_prolong", test_prolong},
+    {"test_release_ok_and_expired", test_release_ok_and_expired},
+    {"test_lost", test_lost},
+    {"test_inspect_and_cooldown", test_inspect_and_cooldown},
+    {"test_break", test_break},
+    {"test_warning_callback", test_warning_callback},
+    {"test_lock_path", test_lock_path},
+    {"test_lockfile_names_mode_and_stamp", test_lockfile_names_mode_and_stamp},
+    {"test_foreign_locks", test_foreign_locks},
+    {"test_fork_child_cannot_release", test_fork_child_cannot_release},
+    {"test_fork_child_acquires_its_own", test_fork_child_acquires_its_own},
+    {"test_autoclean_at_exit", test_autoclean_at_exit},
+    {"test_killed_holder", test_killed_holder},
+};
+
+int main(int argc, char **argv) {
+    return run_tests("api", CASES, sizeof CASES / sizeof CASES[0], argc > 1 ? argv[1] : NULL);
+}

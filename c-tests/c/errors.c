@@ -1,3 +1,949 @@
-#include "lockffi.h"
-#include <stdio.h>
-int main(void) { printf("%s\n", lock_version()); return 0; }
+/*
+ * errors.c: every error path of the C API, each with its distinct code, and
+ * outputs left untouched on failure.
+ *
+ * Usage: c_errors [name-filter]
+ *
+ * Permission checks are bypassed for root: run as root, the permission case
+ * forks a child that drops to uid/gid 65534 (nobody) before it tries.
+ */
+#include <grp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include "harness.h"
+
+#define FENCE_SENTINEL UINT64_C(0x5EA15EA15EA15EA1)
+
+/* Where a failed lock_open must leave *handle_out. */
+static char sentinel_byte;
+#define SENTINEL_HANDLE ((lock_handle *)(void *)&sentinel_byte)
+
+/* lock_open(spec) must fail with `expected`, leave the handle output alone,
+ * and leave a message that contains `needle` (if not NULL). */
+static bool open_fails(const char *spec, lock_result expected, const char *needle) {
+    lock_handle *h = SENTINEL_HANDLE;
+    lock_result rc = lock_open(spec, &h);
+    char message[512];
+    size_t len = lock_last_error_message(message, sizeof message);
+    CHECK_MSG(rc == expected, "lock_open(\"%.80s\") returned %d %s (\"%s\"), expected %s", spec, (int)rc, rc_name(rc),
+              message, rc_name(expected));
+    CHECK_MSG(h == SENTINEL_HANDLE, "lock_open(\"%.80s\") wrote *handle_out on failure", spec);
+    CHECK_MSG(len > 0 && len == strlen(message), "lock_open(\"%.80s\") left message \"%s\" (length %zu)", spec,
+              message, len);
+    CHECK_MSG(needle == NULL || strstr(message, needle) != NULL,
+              "the message for \"%.80s\" is \"%s\", which does not name \"%s\"", spec, message, needle);
+    return true;
+}
+
+static bool test_spec_syntax(void) {
+    const char *specs[] = {
+        "no-colon-here", "", ":/tmp/x", "lockfile:", "lockfile:?ttl=1s", "lockfile:/tmp/a%zz", "lockfile:/tmp/a%2",
+        "lockfile:/tmp/a%00b", "lockfile:/tmp/x?ttl", "lockfile:/tmp/x?ttl=1s&&nfs=1", "mkdir:/tmp/x?", "flock:",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        if (!open_fails(specs[i], LOCK_ERR_SPEC_SYNTAX, "lock spec")) return false;
+    }
+    return true;
+}
+
+static bool test_spec_unknown_scheme(void) {
+    return open_fails("redis2:/tmp/x", LOCK_ERR_SPEC_UNKNOWN_SCHEME, "redis2") &&
+           open_fails("LOCKFILE:/tmp/x", LOCK_ERR_SPEC_UNKNOWN_SCHEME, "LOCKFILE") &&
+           open_fails("file:/tmp/x?ttl=1s", LOCK_ERR_SPEC_UNKNOWN_SCHEME, "file");
+}
+
+static bool test_spec_unknown_key(void) {
+    return open_fails("lockfile:/tmp/x?colour=red", LOCK_ERR_SPEC_UNKNOWN_KEY, "colour") &&
+           open_fails("lockfile:/tmp/x?TTL=1s", LOCK_ERR_SPEC_UNKNOWN_KEY, "TTL") &&
+           open_fails("mkdir:/tmp/x?nfs=1", LOCK_ERR_SPEC_UNKNOWN_KEY, "nfs") &&
+           open_fails("mkdir:/tmp/x?format=%25f.l", LOCK_ERR_SPEC_UNKNOWN_KEY, "format") &&
+           open_fails("flock:/tmp/x?ext=.l", LOCK_ERR_SPEC_UNKNOWN_KEY, "ext") &&
+           open_fails("flock:/tmp/x?ttl=1s&max=5", LOCK_ERR_SPEC_UNKNOWN_KEY, "max");
+}
+
+static bool test_spec_bad_value(void) {
+    static const struct {
+        const char *spec, *key;
+    } cases[] = {
+        {"lockfile:/tmp/x?ttl=soon", "ttl"},    {"lockfile:/tmp/x?ttl=1.5s", "ttl"},
+        {"lockfile:/tmp/x?ttl=-1s", "ttl"},     {"mkdir:/tmp/x?hold=200y", "hold"},
+        {"lockfile:/tmp/x?mode=999", "mode"},   {"flock:/tmp/x?mode=rw", "mode"},
+        {"lockfile:/tmp/x?nfs=maybe", "nfs"},   {"mkdir:/tmp/x?stale=maybe", "stale"},
+        {"flock:/tmp/x?warn=2", "warn"},        {"lockfile:/tmp/x?wafter=0", "wafter"},
+        {"mkdir:/tmp/x?wmin=later", "wmin"},    {"lockfile:/tmp/x?format=%25q", "format"},
+        {"lockfile:/tmp/x?ext=a%2Fb", "ext"},   {"lockfile:/tmp/x?format=%25f.l&ext=.l", "ext"},
+        {"lockfile:/tmp/x?ttl=1%zzs", "ttl"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (!open_fails(cases[i].spec, LOCK_ERR_SPEC_BAD_VALUE, cases[i].key)) return false;
+    }
+    return true;
+}
+
+static bool test_spec_duplicate_key(void) {
+    return open_fails("lockfile:/tmp/x?ttl=1s&hold=2s", LOCK_ERR_SPEC_DUPLICATE_KEY, "hold") &&
+           open_fails("mkdir:/tmp/x?ttl=1s&ttl=1s", LOCK_ERR_SPEC_DUPLICATE_KEY, "ttl") &&
+           open_fails("lockfile:/tmp/x?nfs=1&mode=0644&nfs=0", LOCK_ERR_SPEC_DUPLICATE_KEY, "nfs");
+}
+
+/* A target longer than PATH_MAX, one whose derived paths (.lock, .guard)
+ * are, and a path component longer than NAME_MAX. */
+static bool test_path_too_long(void) {
+    static char spec[6000];
+    for (size_t i = 0; i < STRATEGY_COUNT; i++) {
+        int n = snprintf(spec, sizeof spec, "%s:/", STRATEGIES[i].name);
+        memset(spec + n, 'a', 5000);
+        spec[n + 5000] = '\0';
+        if (!open_fails(spec, LOCK_ERR_PATH_TOO_LONG, NULL)) return false;
+    }
+    /* 4090 bytes fit; with ".lock" (lockfile) or ".guard" (mkdir) they do not */
+    for (size_t i = 0; i < 2; i++) {
+        int n = snprintf(spec, sizeof spec, "%s:", STRATEGIES[i].name);
+        for (int j = 0; j < 4090; j++) spec[n + j] = (j % 200 == 0) ? '/' : 'a';
+        spec[n + 4090] = '\0';
+        if (!open_fails(spec, LOCK_ERR_PATH_TOO_LONG, NULL)) return false;
+    }
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "long-name"));
+    for (size_t i = 0; i < STRATEGY_COUNT; i++) {
+        harness_context = STRATEGIES[i].name;
+        char name[400];
+        memset(name, 'n', 300);
+        name[300] = '\0';
+        format_into(spec, sizeof spec, "%s:%s/%s", STRATEGIES[i].name, dir, name);
+        lock_handle *h = NULL;
+        CHECK_RC(lock_open(spec, &h), LOCK_OK);
+        uint64_t fence = FENCE_SENTINEL;
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_PATH_TOO_LONG);
+        CHECK(fence == FENCE_SENTINEL);
+        lock_close(h);
+    }
+    return true;
+}
+
+/* A directory on the path is missing: LOCK_ERR_NOT_FOUND, at once (not a
+ * wait), and nothing created. Also a path through a regular file. */
+static bool missing_directory(const struct strategy *s, const char *dir) {
+    char missing[HARNESS_PATH_MAX], file[HARNESS_PATH_MAX], spec[HARNESS_PATH_MAX * 2];
+    path_join(missing, sizeof missing, dir, "missing/deeper");
+    lock_handle *h = NULL;
+    CHECK_RC(open_lock(s, missing, NULL, &h), LOCK_OK); /* lock_open touches no file */
+    uint64_t fence = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_NOT_FOUND);
+    int64_t start = mono_ms();
+    CHECK_RC(lock_acquire(h, 5000, &fence), LOCK_ERR_NOT_FOUND);
+    CHECK_MSG(mono_ms() - start < 2500, "lock_acquire waited on LOCK_ERR_NOT_FOUND");
+    CHECK_RC(lock_acquire(h, LOCK_WAIT_FOREVER, &fence), LOCK_ERR_NOT_FOUND);
+    CHECK(fence == FENCE_SENTINEL);
+    CHECK_RC(lock_release(h, 0), LOCK_ERR_NOT_HELD);
+    lock_close(h);
+    path_join(missing, sizeof missing, dir, "missing");
+    CHECK_MSG(!path_exists(missing), "%s was created", missing);
+
+    /* a regular file where a directory belongs (ENOTDIR) */
+    path_join(file, sizeof file, dir, "plain-file");
+    CHECK(write_text(file, "data\n"));
+    format_into(spec, sizeof spec, "%s:%s/%s", s->name, file, s->target);
+    CHECK_RC(lock_open(spec, &h), LOCK_OK);
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_NOT_FOUND);
+    CHECK(fence == FENCE_SENTINEL);
+    lock_close(h);
+    return true;
+}
+
+static bool test_missing_directory(void) {
+    return for_each_strategy(missing_directory);
+}
+
+/* In a child without privileges: a lock in a directory it may write is
+ * taken (the control), one in a 0500 directory is LOCK_ERR_PERMISSION. */
+static bool permission_checks(const char *writable, const char *readonly) {
+    for (size_t i = 0; i < STRATEGY_COUNT; i++) {
+        const struct strategy *s = &STRATEGIES[i];
+        harness_context = s->name;
+        lock_handle *h = NULL;
+        OPEN(h, s, writable, NULL);
+        CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+        CHECK_RC(lock_release(h, 0), LOCK_OK);
+        lock_close(h);
+
+        OPEN(h, s, readonly, NULL);
+        uint64_t fence = FENCE_SENTINEL;
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_PERMISSION);
+        char message[512];
+        last_error(message, sizeof message);
+        CHECK_MSG(strstr(message, "permission") != NULL, "the message \"%s\" does not say permission", message);
+        CHECK_RC(lock_acquire(h, 5000, &fence), LOCK_ERR_PERMISSION);
+        CHECK(fence == FENCE_SENTINEL);
+        lock_close(h);
+    }
+    harness_context = NULL;
+    DIR *d = opendir(readonly);
+    CHECK(d != NULL);
+    struct dirent *entry;
+    int entries = 0;
+    while ((entry = readdir(d)) != NULL) {
+        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) entries++;
+    }
+    closedir(d);
+    CHECK_MSG(entries == 0, "%d entries were created in the read-only directory", entries);
+    return true;
+}
+
+#define NOBODY 65534
+#define EXIT_CANNOT_DROP 77
+#define EXIT_UNREACHABLE 78
+
+static bool test_permission_denied(void) {
+    char dir[HARNESS_PATH_MAX], writable[HARNESS_PATH_MAX], readonly[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "permission"));
+    path_join(writable, sizeof writable, dir, "writable");
+    path_join(readonly, sizeof readonly, dir, "readonly");
+    CHECK(mkdir(writable, 0700) == 0);
+    CHECK(mkdir(readonly, 0700) == 0);
+    bool root = geteuid() == 0;
+    if (root) {
+        /* the unprivileged child owns both; the 0500 mode alone refuses it */
+        CHECK(chown(writable, NOBODY, NOBODY) == 0);
+        CHECK(chown(readonly, NOBODY, NOBODY) == 0);
+    }
+    CHECK(chmod(readonly, 0500) == 0);
+    pid_t pid = fork_child();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        if (root) {
+#if defined(_DEFAULT_SOURCE) || defined(_BSD_SOURCE) || defined(__APPLE__)
+            gid_t none[1] = {NOBODY};
+            if (setgroups(1, none) != 0) _exit(EXIT_CANNOT_DROP);
+#endif
+            if (setgid(NOBODY) != 0 || setuid(NOBODY) != 0) _exit(EXIT_CANNOT_DROP);
+            if (geteuid() == 0 || setuid(0) == 0) _exit(EXIT_CANNOT_DROP);
+        }
+        if (access(writable, W_OK | X_OK) != 0) _exit(EXIT_UNREACHABLE);
+        child_exit(permission_checks(writable, readonly));
+    }
+    int status = wait_child(pid);
+    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CANNOT_DROP) {
+        SKIP("running as root, and the child could not drop privileges to uid/gid %d", NOBODY);
+    }
+    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == EXIT_UNREACHABLE) {
+        SKIP("uid %d cannot reach %.200s (set TMPDIR to a world-searchable directory)", NOBODY, writable);
+    }
+    char text[64];
+    CHECK_MSG(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the %s child %s (its failure is printed above)", root ? "unprivileged" : "",
+              describe_status(status, text, sizeof text));
+    return true;
+}
+
+/* Someone else holds it: LOCK_BUSY, and fence_out untouched. */
+static bool busy(const struct strategy *s, const char *dir) {
+    lock_handle *a = NULL, *b = NULL;
+    OPEN(a, s, dir, NULL);
+    OPEN(b, s, dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(a, &fence), LOCK_OK);
+    uint64_t probe = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(b, &probe), LOCK_BUSY);
+    CHECK_MSG(probe == FENCE_SENTINEL, "fence_out written on LOCK_BUSY");
+    CHECK_MSG(lock_last_error_message(NULL, 0) > 0, "no message after LOCK_BUSY");
+    CHECK_RC(lock_acquire(b, 0, &probe), LOCK_TIMEOUT);
+    CHECK_RC(lock_acquire(b, 50, &probe), LOCK_TIMEOUT);
+    CHECK_MSG(probe == FENCE_SENTINEL, "fence_out written on LOCK_TIMEOUT");
+    CHECK_RC(lock_release(b, 0), LOCK_ERR_NOT_HELD); /* the loser holds nothing */
+    CHECK_RC(lock_release(a, 0), LOCK_OK);
+    lock_close(a);
+    lock_close(b);
+    return true;
+}
+
+static bool test_busy(void) {
+    return for_each_strategy(busy);
+}
+
+static bool release_twice(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, s, dir, NULL);
+    OPEN(other, s, dir, NULL);
+    CHECK_RC(lock_release(h, 0), LOCK_ERR_NOT_HELD); /* never acquired */
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_ERR_NOT_HELD);
+    CHECK_RC(lock_release(h, 1000), LOCK_ERR_NOT_HELD);
+    /* the failed releases changed nothing: no cooldown, and another holder
+     * is not disturbed by them */
+    CHECK_RC(lock_try_acquire(other, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_ERR_NOT_HELD);
+    lock_info info;
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle, "a NOT_HELD release disturbed another holder");
+    CHECK_RC(lock_release(other, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
+static bool test_release_twice(void) {
+    return for_each_strategy(release_twice);
+}
+
+static bool prolong_after_release(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, "ttl=10s");
+    CHECK_RC(lock_prolong(h, 0), LOCK_ERR_NOT_HELD); /* never acquired */
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_prolong(h, 5000), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_RC(lock_prolong(h, 0), LOCK_ERR_NOT_HELD);
+    CHECK_RC(lock_prolong(h, 5000), LOCK_ERR_NOT_HELD);
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(!info.held, "a NOT_HELD prolong took the lock again");
+    lock_close(h);
+    return true;
+}
+
+static bool test_prolong_after_release(void) {
+    return for_each_strategy(prolong_after_release);
+}
+
+static bool acquire_twice(const struct strategy *s, const char *dir) {
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    uint64_t probe = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(h, &probe), LOCK_ERR_ALREADY_HELD);
+    int64_t start = mono_ms();
+    CHECK_RC(lock_acquire(h, 5000, &probe), LOCK_ERR_ALREADY_HELD);
+    CHECK_MSG(mono_ms() - start < 2500, "lock_acquire waited on its own lock");
+    CHECK_MSG(probe == FENCE_SENTINEL, "fence_out written on LOCK_ERR_ALREADY_HELD");
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle && info.fence == fence, "ALREADY_HELD changed the held lock");
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return true;
+}
+
+static bool test_acquire_twice(void) {
+    return for_each_strategy(acquire_twice);
+}
+
+static void never_called(void *context, uint64_t waited_ms) {
+    (void)context;
+    (void)waited_ms;
+}
+
+static bool test_null_arguments(void) {
+    char dir[HARNESS_PATH_MAX], spec[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "null"));
+    make_spec(spec, sizeof spec, &STRATEGIES[0], dir, NULL);
+    lock_handle *h = SENTINEL_HANDLE;
+    CHECK_RC(lock_open(NULL, &h), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_MSG(h == SENTINEL_HANDLE, "handle_out written on LOCK_ERR_NULL_ARGUMENT");
+    CHECK_RC(lock_open(spec, NULL), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_open(NULL, NULL), LOCK_ERR_NULL_ARGUMENT);
+
+    uint64_t fence = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(NULL, &fence), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_try_acquire(NULL, NULL), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_acquire(NULL, 0, &fence), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_acquire(NULL, LOCK_WAIT_FOREVER, NULL), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on LOCK_ERR_NULL_ARGUMENT");
+    CHECK_RC(lock_release(NULL, 0), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_prolong(NULL, 0), LOCK_ERR_NULL_ARGUMENT);
+    lock_info info, before;
+    memset(&info, 0x5A, sizeof info);
+    before = info;
+    CHECK_RC(lock_inspect(NULL, &info), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_MSG(memcmp(&info, &before, sizeof info) == 0, "info_out written on LOCK_ERR_NULL_ARGUMENT");
+    bool was_held = true;
+    CHECK_RC(lock_break(NULL, &was_held), LOCK_ERR_NULL_ARGUMENT);
+    CHECK(was_held == true);
+    CHECK_RC(lock_set_warning(NULL, never_called, NULL), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_set_warning(NULL, NULL, NULL), LOCK_ERR_NULL_ARGUMENT);
+    char buf[HARNESS_PATH_MAX];
+    size_t len = 4242;
+    CHECK_RC(lock_path(NULL, buf, sizeof buf, &len), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_MSG(len == 4242, "len_out written on LOCK_ERR_NULL_ARGUMENT");
+    lock_close(NULL); /* a no-op */
+
+    /* the NULL message is the code's text; asking for its length needs no buffer */
+    char message[512];
+    size_t message_len = lock_last_error_message(message, sizeof message);
+    CHECK_MSG(message_len > 0 && strcmp(message, lock_strerror(LOCK_ERR_NULL_ARGUMENT)) == 0,
+              "after LOCK_ERR_NULL_ARGUMENT the message is \"%s\"", message);
+    CHECK(lock_last_error_message(NULL, 0) == message_len);
+    CHECK(lock_last_error_message(NULL, 100) == message_len);
+
+    /* a live handle with a NULL required output */
+    h = NULL;
+    CHECK_RC(lock_open(spec, &h), LOCK_OK);
+    CHECK(h != NULL && h != SENTINEL_HANDLE);
+    CHECK_RC(lock_inspect(h, NULL), LOCK_ERR_NULL_ARGUMENT);
+    len = 4242;
+    CHECK_RC(lock_path(h, NULL, 100, &len), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_MSG(len == 4242, "len_out written on LOCK_ERR_NULL_ARGUMENT");
+    /* optional outputs may be NULL */
+    CHECK_RC(lock_break(h, NULL), LOCK_OK);
+    CHECK_RC(lock_set_warning(h, NULL, NULL), LOCK_OK);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_path(h, buf, sizeof buf, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_RC(lock_acquire(h, 0, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return true;
+}
+
+static bool test_strerror(void) {
+    for (size_t i = 0; i < ALL_CODES_COUNT; i++) {
+        const char *text = lock_strerror((int32_t)ALL_CODES[i]);
+        CHECK_MSG(text != NULL && text[0] != '\0', "lock_strerror(%s) is NULL or empty", rc_name(ALL_CODES[i]));
+        CHECK_MSG(lock_strerror((int32_t)ALL_CODES[i]) == text, "lock_strerror(%s) is not static",
+                  rc_name(ALL_CODES[i]));
+        for (size_t j = 0; j < i; j++) {
+            CHECK_MSG(strcmp(text, lock_strerror((int32_t)ALL_CODES[j])) != 0, "%s and %s share the text \"%s\"",
+                      rc_name(ALL_CODES[i]), rc_name(ALL_CODES[j]), text);
+        }
+    }
+    const int32_t unknown[] = {12345, -1, 5, 99, 108, 206, 308, 899, 901, INT32_MIN, INT32_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        const char *text = lock_strerror(unknown[i]);
+        CHECK_MSG(text != NULL && text[0] != '\0', "lock_strerror(%ld) is NULL or empty", (long)unknown[i]);
+        for (size_t j = 0; j < ALL_CODES_COUNT; j++) {
+            CHECK_MSG(strcmp(text, lock_strerror((int32_t)ALL_CODES[j])) != 0,
+                      "the unknown code %ld has the text of %s", (long)unknown[i], rc_name(ALL_CODES[j]));
+        }
+    }
+    return true;
+}
+
+static void *fail_in_thread(void *arg) {
+    lock_handle *h = SENTINEL_HANDLE;
+    *(lock_result *)arg = lock_open("lockfile:/tmp/x?colour=red", &h);
+    return NULL;
+}
+
+/* lock_last_error_message: names the key of a spec error, truncates like
+ * snprintf, is empty after a success, and belongs to its thread. */
+static bool test_last_error_message(void) {
+    lock_handle *h = SENTINEL_HANDLE;
+    CHECK_RC(lock_open("lockfile:/tmp/x?ttl=soon", &h), LOCK_ERR_SPEC_BAD_VALUE);
+    size_t len = lock_last_error_message(NULL, 0);
+    char message[512];
+    CHECK(lock_last_error_message(message, sizeof message) == len);
+    CHECK_MSG(len > 0 && len == strlen(message), "length %zu for \"%s\"", len, message);
+    CHECK_MSG(strstr(message, "ttl") != NULL, "\"%s\" does not name the key ttl", message);
+    CHECK_MSG(strcmp(message, lock_strerror(LOCK_ERR_SPEC_BAD_VALUE)) != 0, "no detail beyond lock_strerror");
+    /* reading it does not consume it */
+    char again[512];
+    CHECK(lock_last_error_message(again, sizeof again) == len && strcmp(again, message) == 0);
+    /* cut to fit, NUL-terminated, full length returned */
+    char small[8];
+    memset(small, '#', sizeof small);
+    CHECK(lock_last_error_message(small, sizeof small) == len);
+    CHECK_MSG(small[7] == '\0' && strncmp(small, message, 7) == 0, "truncated to \"%.8s\"", small);
+    small[0] = '#';
+    CHECK(lock_last_error_message(small, 0) == len);
+    CHECK_MSG(small[0] == '#', "a zero-length buffer was written");
+    char one[1] = {'#'};
+    CHECK(lock_last_error_message(one, 1) == len);
+    CHECK(one[0] == '\0');
+
+    /* another thread's failure does not change this thread's message */
+    pthread_t thread;
+    lock_result other = LOCK_OK;
+    CHECK(pthread_create(&thread, NULL, fail_in_thread, &other) == 0);
+    CHECK(pthread_join(thread, NULL) == 0);
+    CHECK_MSG(other == LOCK_ERR_SPEC_UNKNOWN_KEY, "the thread got %s", rc_name(other));
+    CHECK(lock_last_error_message(again, sizeof again) == len && strcmp(again, message) == 0);
+
+    /* empty after a call that succeeded */
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "message"));
+    h = NULL;
+    OPEN(h, &STRATEGIES[2], dir, NULL);
+    CHECK_MSG(lock_last_error_message(NULL, 0) == 0, "a message remains after a successful lock_open");
+    CHECK_RC(lock_release(h, 0), LOCK_ERR_NOT_HELD);
+    CHECK(lock_last_error_message(NULL, 0) > 0);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_MSG(lock_last_error_message(message, sizeof message) == 0 && message[0] == '\0',
+              "a message remains after a successful lock_try_acquire");
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return true;
+}
+
+/* LOCK_ERR_HANDLE_IN_USE: while one thread is inside lock_acquire on a
+ * handle (held there by its warning callback, which waits on a pipe), every
+ * call on that handle from another thread is refused and changes nothing. */
+struct in_use {
+    int entered[2], proceed[2];
+    int calls;
+};
+
+static void in_use_warning(void *context, uint64_t waited_ms) {
+    struct in_use *state = context;
+    (void)waited_ms;
+    if (state->calls++ == 0) {
+        char byte = 'x';
+        if (write_exact(state->entered[1], &byte, 1)) read_exact(state->proceed[0], &byte, 1);
+    }
+}
+
+struct acquirer {
+    lock_handle *h;
+    lock_result rc;
+    uint64_t fence;
+};
+
+static void *acquire_in_thread(void *arg) {
+    struct acquirer *a = arg;
+    a->rc = lock_acquire(a->h, 30000, &a->fence);
+    return NULL;
+}
+
+static bool test_handle_in_use(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "in-use"));
+    lock_handle *holder = NULL, *h = NULL;
+    OPEN(holder, &STRATEGIES[0], dir, NULL);
+    OPEN(h, &STRATEGIES[0], dir, "wmin=10ms&wafter=10ms");
+    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
+    struct in_use state;
+    memset(&state, 0, sizeof state);
+    CHECK(pipe(state.entered) == 0 && pipe(state.proceed) == 0);
+    CHECK_RC(lock_set_warning(h, in_use_warning, &state), LOCK_OK);
+
+    struct acquirer acquirer = {h, LOCK_ERR_PANIC, 0};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, acquire_in_thread, &acquirer) == 0);
+    char byte;
+    bool entered = read_exact(state.entered[0], &byte, 1);
+    /* the thread is inside lock_acquire(h) now, blocked in the callback */
+    uint64_t fence = FENCE_SENTINEL;
+    lock_info info;
+    memset(&info, 0x5A, sizeof info);
+    lock_info untouched = info;
+    char path[64];
+    memset(path, '#', sizeof path);
+    lock_result results[7];
+    results[0] = lock_try_acquire(h, &fence);
+    results[1] = lock_acquire(h, 0, &fence);
+    results[2] = lock_release(h, 0);
+    results[3] = lock_prolong(h, 0);
+    results[4] = lock_inspect(h, &info);
+    results[5] = lock_path(h, path, sizeof path, NULL);
+    results[6] = lock_set_warning(h, NULL, NULL);
+    lock_result released = lock_release(holder, 0);
+    write_exact(state.proceed[1], "x", 1);
+    CHECK(pthread_join(thread, NULL) == 0);
+
+    CHECK_MSG(entered, "the warning callback did not run");
+    for (size_t i = 0; i < sizeof results / sizeof results[0]; i++) {
+        CHECK_MSG(results[i] == LOCK_ERR_HANDLE_IN_USE, "call %zu on a handle in use returned %s", i,
+                  rc_name(results[i]));
+    }
+    CHECK_MSG(fence == FENCE_SENTINEL && memcmp(&info, &untouched, sizeof info) == 0 && path[0] == '#',
+              "an output was written on LOCK_ERR_HANDLE_IN_USE");
+    CHECK_RC(released, LOCK_OK);
+    CHECK_MSG(acquirer.rc == LOCK_OK, "the waiting thread got %s", rc_name(acquirer.rc));
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle && info.fence == acquirer.fence, "the refused calls disturbed the waiter");
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(holder);
+    lock_close(h);
+    close(state.entered[0]);
+    close(state.entered[1]);
+    close(state.proceed[0]);
+    close(state.proceed[1]);
+    return true;
+}
+
+/* A victim outside the lock's directory, to plant symlinks to. */
+struct victim {
+    char file[HARNESS_PATH_MAX], dir[HARNESS_PATH_MAX], absent[HARNESS_PATH_MAX];
+    struct stat file_st;
+};
+
+static bool make_victim(struct victim *v, const char *lock_dir) {
+    char base[HARNESS_PATH_MAX];
+    format_into(base, sizeof base, "%s.victims", lock_dir);
+    CHECK(mkdir(base, 0755) == 0);
+    path_join(v->file, sizeof v->file, base, "precious.txt");
+    path_join(v->dir, sizeof v->dir, base, "precious-dir");
+    path_join(v->absent, sizeof v->absent, base, "absent");
+    CHECK(write_file(v->file, "precious\n", 9, 0644));
+    CHECK(mkdir(v->dir, 0755) == 0);
+    char keep[HARNESS_PATH_MAX];
+    path_join(keep, sizeof keep, v->dir, "keep");
+    CHECK(write_text(keep, "keep\n"));
+    CHECK(lstat(v->file, &v->file_st) == 0);
+    return true;
+}
+
+/* The victims are as they were: content, mode, times; nothing new. */
+static bool victim_untouched(const struct victim *v) {
+    char content[64];
+    struct stat st;
+    CHECK_MSG(lstat(v->file, &st) == 0 && S_ISREG(st.st_mode), "the victim file is gone or replaced");
+    CHECK_MSG(read_file(v->file, content, sizeof content) == 9 && strcmp(content, "precious\n") == 0,
+              "the victim file was written through the symlink: \"%s\"", content);
+    CHECK_MSG(st.st_mode == v->file_st.st_mode && st.st_size == v->file_st.st_size &&
+                  st.st_mtim.tv_sec == v->file_st.st_mtim.tv_sec && st.st_mtim.tv_nsec == v->file_st.st_mtim.tv_nsec,
+              "the victim file's mode, size or mtime changed");
+    CHECK_MSG(!path_exists(v->absent), "a file was created through a dangling symlink");
+    DIR *d = opendir(v->dir);
+    CHECK(d != NULL);
+    struct dirent *entry;
+    int entries = 0;
+    while ((entry = readdir(d)) != NULL) {
+        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) entries++;
+    }
+    closedir(d);
+    CHECK_MSG(entries == 1, "the victim directory has %d entries instead of 1", entries);
+    return true;
+}
+
+/* A planted symlink at the lock path: LOCK_ERR_SYMLINK or LOCK_BUSY, never
+ * followed, whatever it points to. */
+static bool symlink_at_lock_path(const struct strategy *s, const char *dir) {
+    struct victim v;
+    if (!make_victim(&v, dir)) return false;
+    char lock[HARNESS_PATH_MAX];
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    const char *targets[] = {v.file, v.dir, v.absent};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(symlink(targets[i], lock) == 0);
+        lock_handle *h = NULL;
+        OPEN(h, s, dir, "ttl=100ms");
+        uint64_t fence = FENCE_SENTINEL;
+        lock_result rc;
+        CHECK_RC_EITHER(rc, lock_try_acquire(h, &fence), LOCK_ERR_SYMLINK, LOCK_BUSY);
+        CHECK_RC_EITHER(rc, lock_acquire(h, 100, &fence), LOCK_ERR_SYMLINK, LOCK_TIMEOUT);
+        CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on %s", rc_name(rc));
+        lock_info info;
+        rc = lock_inspect(h, &info);
+        CHECK_MSG(rc == LOCK_ERR_SYMLINK || (rc == LOCK_OK && info.held),
+                  "lock_inspect of a symlink returned %s, held %d", rc_name(rc), rc == LOCK_OK ? (int)info.held : -1);
+        bool was_held;
+        lock_break(h, &was_held); /* an operator's break may remove the link itself, never its target */
+        lock_close(h);
+        if (!victim_untouched(&v)) return false;
+        unlink(lock);
+    }
+    return true;
+}
+
+static bool test_symlink_at_lock_path(void) {
+    return for_each_strategy(symlink_at_lock_path);
+}
+
+/* Symlinks planted at the paths a lock derives (guard, temp file, staging
+ * directory): whatever the call answers, nothing is written through them. */
+static bool test_symlinks_at_derived_paths(void) {
+    for (size_t i = 0; i < STRATEGY_COUNT; i++) {
+        const struct strategy *s = &STRATEGIES[i];
+        if (s->guard_name == NULL) continue; /* flock derives no path */
+        harness_context = s->name;
+        const char *names[] = {s->guard_name, s->staging_name};
+        for (size_t n = 0; n < 2; n++) {
+            char dir[HARNESS_PATH_MAX], planted[HARNESS_PATH_MAX];
+            CHECK(make_temp_dir(dir, sizeof dir, "derived"));
+            struct victim v;
+            if (!make_victim(&v, dir)) return false;
+            path_join(planted, sizeof planted, dir, names[n]);
+            const char *targets[] = {v.file, v.dir, v.absent};
+            for (size_t t = 0; t < 3; t++) {
+                CHECK(symlink(targets[t], planted) == 0);
+                lock_handle *h = NULL;
+                OPEN(h, s, dir, NULL);
+                lock_result rc = lock_try_acquire(h, NULL);
+                char message[512];
+                last_error(message, sizeof message);
+                CHECK_MSG(rc == LOCK_OK || rc == LOCK_BUSY || rc == LOCK_ERR_SYMLINK,
+                          "a symlink at %s: lock_try_acquire returned %s (\"%s\")", names[n], rc_name(rc), message);
+                if (rc == LOCK_OK) CHECK_RC(lock_release(h, 0), LOCK_OK);
+                lock_info info;
+                lock_inspect(h, &info);
+                lock_close(h);
+                if (!victim_untouched(&v)) {
+                    harness_fail(__FILE__, __LINE__, "(the symlink was at %s, to %s)", names[n], targets[t]);
+                    return false;
+                }
+                unlink(planted);
+            }
+        }
+    }
+    harness_context = NULL;
+    return true;
+}
+
+/* Something that is not a lock of this scheme where the lock belongs. */
+static bool not_a_lock_at(const struct strategy *s, const char *dir, const char *what) {
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, NULL);
+    uint64_t fence = FENCE_SENTINEL;
+    char why[64];
+    snprintf(why, sizeof why, "(%s at the lock path)", what);
+    lock_result rc = lock_try_acquire(h, &fence);
+    char message[512];
+    last_error(message, sizeof message);
+    CHECK_MSG(rc == LOCK_ERR_NOT_A_LOCK, "%s lock_try_acquire returned %s (\"%s\"), expected LOCK_ERR_NOT_A_LOCK", why,
+              rc_name(rc), message);
+    CHECK_RC(lock_acquire(h, 5000, &fence), LOCK_ERR_NOT_A_LOCK);
+    CHECK(fence == FENCE_SENTINEL);
+    lock_close(h);
+    return true;
+}
+
+static bool not_a_lock(const struct strategy *s, const char *dir) {
+    char lock[HARNESS_PATH_MAX], inside[HARNESS_PATH_MAX];
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    bool wants_dir = strcmp(s->name, "mkdir") == 0;
+    if (wants_dir) {
+        /* a regular file where the lock directory belongs */
+        CHECK(write_text(lock, "not a lock\n"));
+        if (!not_a_lock_at(s, dir, "a regular file")) return false;
+        char content[64];
+        CHECK_MSG(read_file(lock, content, sizeof content) == 11, "the file at the lock path was changed");
+    } else {
+        /* a directory where the lock file belongs, with something inside */
+        CHECK(mkdir(lock, 0755) == 0);
+        path_join(inside, sizeof inside, lock, "inside");
+        CHECK(write_text(inside, "x\n"));
+        if (!not_a_lock_at(s, dir, "a directory")) return false;
+        CHECK_MSG(path_exists(inside), "the directory at the lock path was emptied");
+        remove_tree(lock);
+    }
+    if (wants_dir) unlink(lock);
+    /* a fifo: refused without blocking (the case runs under alarm()) */
+    CHECK(mkfifo(lock, 0644) == 0);
+    if (!not_a_lock_at(s, dir, "a fifo")) return false;
+    struct stat st;
+    CHECK_MSG(lstat(lock, &st) == 0 && S_ISFIFO(st.st_mode), "the fifo was removed");
+    unlink(lock);
+    /* the guard path holding a directory */
+    if (s->guard_name != NULL) {
+        char guard[HARNESS_PATH_MAX];
+        path_join(guard, sizeof guard, dir, s->guard_name);
+        unlink(guard); /* made by the cases above; no lock is held now */
+        CHECK(mkdir(guard, 0755) == 0);
+        lock_handle *h = NULL;
+        OPEN(h, s, dir, NULL);
+        lock_result rc = lock_try_acquire(h, NULL);
+        char message[512];
+        last_error(message, sizeof message);
+        CHECK_MSG(rc == LOCK_ERR_NOT_A_LOCK, "a directory at %s: lock_try_acquire returned %s (\"%s\")",
+                  s->guard_name, rc_name(rc), message);
+        lock_close(h);
+        rmdir(guard);
+    }
+    return true;
+}
+
+static bool not_a_lock_in_child(const struct strategy *s, const char *dir) {
+    pid_t pid = fork_child();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(20); /* a hang on the fifo ends the child with SIGALRM */
+        child_exit(not_a_lock(s, dir));
+    }
+    CHECK_CHILD_OK(pid);
+    return true;
+}
+
+static bool test_not_a_lock(void) {
+    return for_each_strategy(not_a_lock_in_child);
+}
+
+/* A corrupt owner record: LOCK_ERR_CORRUPT_RECORD (or _RECORD_TOO_LONG)
+ * from acquire and inspect, the file left as it is, lock_break recovers,
+ * and a corrupt record past the TTL by age is broken like any stale lock.
+ * For flock the record follows the state line in the locked file itself:
+ * garbage there is a corrupt guard. */
+static bool write_record(const struct strategy *s, const char *dir, const char *content, size_t len, char *record,
+                         size_t record_len) {
+    char lock[HARNESS_PATH_MAX];
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    if (strcmp(s->name, "mkdir") == 0) {
+        if (!path_exists(lock)) CHECK(mkdir(lock, 0755) == 0);
+        path_join(record, record_len, lock, "owner");
+    } else {
+        format_into(record, record_len, "%s", lock);
+        unlink(record);
+    }
+    /* lockfile and mkdir records are read-only; flock's file is opened for writing */
+    CHECK(write_file(record, content, len, s->guard_name != NULL ? 0444 : 0644));
+    return true;
+}
+
+static bool corrupt_is(const struct strategy *s, const char *dir, const char *content, size_t len,
+                       lock_result expected) {
+    char record[HARNESS_PATH_MAX];
+    if (!write_record(s, dir, content, len, record, sizeof record)) return false;
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, s, dir, NULL);
+    OPEN(other, s, dir, NULL);
+    uint64_t fence = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(h, &fence), expected);
+    CHECK_RC(lock_acquire(h, 5000, &fence), expected); /* an error, not a wait */
+    CHECK_RC(lock_try_acquire(other, &fence), expected); /* the failure left nothing held */
+    CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on %s", rc_name(expected));
+    if (s->guard_name != NULL) {
+        lock_info info, untouched;
+        memset(&info, 0x5A, sizeof info);
+        untouched = info;
+        CHECK_RC(lock_inspect(h, &info), expected);
+        CHECK_MSG(memcmp(&info, &untouched, sizeof info) == 0, "info_out written on %s", rc_name(expected));
+    }
+    static char after[2048];
+    ssize_t n = read_file(record, after, sizeof after);
+    CHECK_MSG(n == (ssize_t)len && memcmp(after, content, len) == 0, "the corrupt record was changed");
+    if (s->guard_name != NULL) {
+        bool was_held = false;
+        CHECK_RC(lock_break(h, &was_held), LOCK_OK);
+        CHECK(was_held);
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+        CHECK_RC(lock_release(h, 0), LOCK_OK);
+    } else {
+        unlink(record);
+    }
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
+static bool corrupt_record(const struct strategy *s, const char *dir) {
+    static char long_record[700];
+    memset(long_record, '7', sizeof long_record);
+    long_record[sizeof long_record - 1] = '\n';
+    if (s->guard_name == NULL) { /* flock: the file starts with its state line */
+        return corrupt_is(s, dir, "garbage\n", 8, LOCK_ERR_CORRUPT_GUARD) &&
+               corrupt_is(s, dir, long_record, sizeof long_record, LOCK_ERR_CORRUPT_GUARD);
+    }
+    if (!corrupt_is(s, dir, "garbage\n", 8, LOCK_ERR_CORRUPT_RECORD)) return false;
+    if (!corrupt_is(s, dir, "\xff\xfe\x00\x01 binary", 12, LOCK_ERR_CORRUPT_RECORD)) return false;
+    if (!corrupt_is(s, dir, long_record, sizeof long_record, LOCK_ERR_RECORD_TOO_LONG)) return false;
+
+    /* a real record of ours, cut after its second line */
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    char record_path[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX], real[1024];
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    if (strcmp(s->name, "mkdir") == 0) {
+        path_join(record_path, sizeof record_path, lock, "owner");
+    } else {
+        format_into(record_path, sizeof record_path, "%s", lock);
+    }
+    ssize_t real_len = read_file(record_path, real, sizeof real);
+    CHECK(real_len > 0);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    char *second = strchr(real, '\n');
+    CHECK(second != NULL && strchr(second + 1, '\n') != NULL);
+    size_t cut = (size_t)(strchr(second + 1, '\n') - real) + 1;
+    if (!corrupt_is(s, dir, real, cut, LOCK_ERR_CORRUPT_RECORD)) return false;
+
+    /* corrupt, but older than the TTL: stale by age, broken and taken */
+    char record[HARNESS_PATH_MAX];
+    if (!write_record(s, dir, "garbage\n", 8, record, sizeof record)) return false;
+    struct timespec old[2];
+    clock_gettime(CLOCK_REALTIME, &old[0]);
+    old[0].tv_sec -= 3600;
+    old[1] = old[0];
+    CHECK(utimensat(AT_FDCWD, record, old, AT_SYMLINK_NOFOLLOW) == 0);
+    if (strcmp(s->name, "mkdir") == 0) CHECK(utimensat(AT_FDCWD, lock, old, AT_SYMLINK_NOFOLLOW) == 0);
+    OPEN(h, s, dir, "ttl=10s");
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK(info.held_by_this_handle);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    return true;
+}
+
+static bool test_corrupt_record(void) {
+    return for_each_strategy(corrupt_record);
+}
+
+/* A guard file (<lock>.guard: fence and cooldown) that does not parse:
+ * LOCK_ERR_CORRUPT_GUARD, never silently reset (that would lose the fence). */
+static bool corrupt_guard(const struct strategy *s, const char *dir) {
+    if (s->guard_name == NULL) {
+        /* flock keeps that state in the locked file: covered by test_corrupt_record */
+        return true;
+    }
+    char guard[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX], valid[256];
+    path_join(guard, sizeof guard, dir, s->guard_name);
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    ssize_t valid_len = read_file(guard, valid, sizeof valid);
+    CHECK_MSG(valid_len > 40, "no guard file %s after a lock (%zd bytes)", guard, valid_len);
+
+    for (int variant = 0; variant < 2; variant++) {
+        /* garbage, then a valid line cut short */
+        const char *content = variant == 0 ? "garbage\n" : valid;
+        size_t len = variant == 0 ? strlen(content) : 40;
+        CHECK(write_file(guard, content, len, 0666));
+        uint64_t fence = FENCE_SENTINEL;
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_CORRUPT_GUARD);
+        CHECK_RC(lock_acquire(h, 5000, &fence), LOCK_ERR_CORRUPT_GUARD);
+        CHECK(fence == FENCE_SENTINEL);
+        lock_info info, untouched;
+        memset(&info, 0x5A, sizeof info);
+        untouched = info;
+        CHECK_RC(lock_inspect(h, &info), LOCK_ERR_CORRUPT_GUARD);
+        CHECK(memcmp(&info, &untouched, sizeof info) == 0);
+        bool was_held = true;
+        CHECK_RC(lock_break(h, &was_held), LOCK_ERR_CORRUPT_GUARD);
+        CHECK(was_held == true);
+        char after[256];
+        CHECK_MSG(read_file(guard, after, sizeof after) == (ssize_t)len && memcmp(after, content, len) == 0,
+                  "the corrupt guard was changed");
+        CHECK_MSG(!path_exists(lock), "a lock was created beside a corrupt guard");
+    }
+    lock_close(h);
+    return true;
+}
+
+static bool test_corrupt_guard(void) {
+    return for_each_strategy(corrupt_guard);
+}
+
+static const struct test_case CASES[] = {
+    {"test_spec_syntax", test_spec_syntax},
+    {"test_spec_unknown_scheme", test_spec_unknown_scheme},
+    {"test_spec_unknown_key", test_spec_unknown_key},
+    {"test_spec_bad_value", test_spec_bad_value},
+    {"test_spec_duplicate_key", test_spec_duplicate_key},
+    {"test_path_too_long", test_path_too_long},
+    {"test_missing_directory", test_missing_directory},
+    {"test_permission_denied", test_permission_denied},
+    {"test_busy", test_busy},
+    {"test_release_twice", test_release_twice},
+    {"test_prolong_after_release", test_prolong_after_release},
+    {"test_acquire_twice", test_acquire_twice},
+    {"test_null_arguments", test_null_arguments},
+    {"test_strerror", test_strerror},
+    {"test_last_error_message", test_last_error_message},
+    {"test_handle_in_use", test_handle_in_use},
+    {"test_symlink_at_lock_path", test_symlink_at_lock_path},
+    {"test_symlinks_at_derived_paths", test_symlinks_at_derived_paths},
+    {"test_not_a_lock", test_not_a_lock},
+    {"test_corrupt_record", test_corrupt_record},
+    {"test_corrupt_guard", test_corrupt_guard},
+};
+
+int main(int argc, char **argv) {
+    return run_tests("errors", CASES, sizeof CASES / sizeof CASES[0], argc > 1 ? argv[1] : NULL);
+}

@@ -1,0 +1,278 @@
+//! What release and prolong report, for every scheme.
+//!
+//! * `Released`: within the TTL; a second release is `NotHeld`.
+//! * `Expired`: held past a TTL of 200 ms and nobody took it (for `release`
+//!   and for `prolong`, which then holds the lock again).
+//! * `Lost`: past its TTL the lock was broken by another process, which
+//!   holds it now; `release` says `Lost` and removes nothing, `prolong` says
+//!   `Lost` and writes nothing, and the handle holds nothing afterwards.
+//!   `flock` cannot be broken: the other process is told `Busy` and the
+//!   holder's release says `Expired`. A flock holder loses its lock only
+//!   when the flock'd file is deleted and another process makes and locks a
+//!   new one; that is the `Lost` case for `flock`.
+//! * Cooldown: after `release(1s)`, another handle is told `Busy` and
+//!   `inspect` shows `cooldown_until`; an `acquire` with a budget gets the
+//!   lock once it is over (for all three schemes: `flock` keeps the cooldown
+//!   in its state line).
+//! * `fork()`: the child's copy of a held handle refuses release, prolong,
+//!   acquire and inspect with `Forked`, and dropping it leaves the parent's
+//!   lock alone.
+
+mod common;
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use common::*;
+use lockcore::{Error, Lock, ProlongOutcome, ReleaseOutcome};
+
+// Shared-memory slots.
+const TAKEN: usize = 0;
+const TAKER_FENCE: usize = 1;
+const TAKER_RESULT: usize = 2;
+const CHECKED: usize = 3;
+const TAKER_RELEASE: usize = 4;
+
+const TOOK: u64 = 1;
+const BUSY: u64 = 2;
+
+#[test]
+fn child_entry() {
+    child_main(run_role);
+}
+
+fn run_role(role: &str) {
+    assert_eq!(role, "taker");
+    let shm = Shm::open(var("SHM").as_ref());
+    let mut lock = open_lock(&var("SPEC"));
+    match lock.try_acquire() {
+        Ok(acquired) => {
+            shm.at(TAKER_FENCE).store(acquired.fence, SeqCst);
+            shm.at(TAKER_RESULT).store(TOOK, SeqCst);
+        }
+        Err(Error::Busy) => shm.at(TAKER_RESULT).store(BUSY, SeqCst),
+        Err(e) => panic!("taker: {e:?}"),
+    }
+    shm.at(TAKEN).store(1, SeqCst);
+    shm.wait_gate(CHECKED);
+    if lock.held().is_some() {
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+        shm.at(TAKER_RELEASE).store(1, SeqCst);
+    }
+}
+
+/// Spawns a process that makes one `try_acquire` and holds what it got
+/// until the gate opens.
+fn take(spec: &str, shm: &Shm) -> Children {
+    let mut children = Children::new();
+    children.push(spawn("taker", &[("SPEC", spec.to_owned()), ("SHM", shm.path().display().to_string())]));
+    wait_until("the taker to try", || shm.get(TAKEN) == 1 || children.any_exited());
+    assert_eq!(shm.get(TAKEN), 1, "the taker died");
+    children
+}
+
+fn hold_past_ttl(lock: &mut Lock) -> u64 {
+    let acquired = lock.try_acquire().unwrap();
+    let expires = acquired.expires.expect("a TTL was given");
+    wait_until("the TTL to pass", || wall_now() > expires);
+    acquired.fence
+}
+
+#[test]
+fn released_then_release_twice_is_not_held() {
+    each_scheme("outcome-released", |scheme, dir| {
+        let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=1h"));
+        lock.try_acquire().unwrap();
+        assert_eq!(lock.prolong(None), Ok(ProlongOutcome::Prolonged));
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+        assert_eq!(lock.release(Duration::ZERO), Err(Error::NotHeld));
+        assert_eq!(lock.prolong(None), Err(Error::NotHeld));
+        assert_eq!(lock.inspect().unwrap().holder, None);
+        // And the lock is free for anyone.
+        let mut other = open_lock(&scheme.spec(dir.path(), ""));
+        other.try_acquire().unwrap();
+        assert_eq!(lock.try_acquire(), Err(Error::Busy));
+    });
+}
+
+#[test]
+fn held_past_ttl_and_nobody_took_it_is_expired() {
+    each_scheme("outcome-expired", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=200ms");
+        let mut lock = open_lock(&spec);
+        hold_past_ttl(&mut lock);
+        let holder = open_lock(&spec).inspect().unwrap().holder.unwrap();
+        assert_eq!(holder.stale, scheme.breaks_stale(), "stale after the TTL (never for flock)");
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Expired));
+        assert_eq!(lock.release(Duration::ZERO), Err(Error::NotHeld));
+
+        // prolong past the TTL: Expired, and the lock is held again.
+        hold_past_ttl(&mut lock);
+        assert_eq!(lock.prolong(Some(Duration::from_secs(3600))), Ok(ProlongOutcome::Expired));
+        let mut other = open_lock(&spec);
+        assert_eq!(other.try_acquire(), Err(Error::Busy), "prolonged again");
+        assert_eq!(lock.prolong(None), Ok(ProlongOutcome::Prolonged));
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    });
+}
+
+/// Sets up "lost": the holder overran its TTL and another process holds the
+/// lock now. For flock, whose live holder cannot be broken, the flock'd file
+/// is deleted first so that the other process makes and locks a new one.
+/// Returns the other process (holding until `CHECKED` opens).
+fn lose_the_lock(scheme: Scheme, dir: &TestDir, lock: &mut Lock, shm: &Shm) -> Children {
+    let mine = hold_past_ttl(lock);
+    let spec = scheme.spec(dir.path(), "ttl=1h");
+    if !scheme.breaks_stale() {
+        std::fs::remove_file(scheme.lock_path(dir.path())).unwrap();
+    }
+    let taker = take(&spec, shm);
+    assert_eq!(shm.get(TAKER_RESULT), TOOK, "the other process took the expired lock");
+    if scheme.breaks_stale() {
+        assert!(shm.get(TAKER_FENCE) > mine);
+    }
+    taker
+}
+
+fn check_taker_still_holds(scheme: Scheme, dir: &TestDir, shm: &Shm, mut taker: Children) {
+    let mut observer = open_lock(&scheme.spec(dir.path(), ""));
+    let holder = observer.inspect().unwrap().holder.expect("the taker holds it");
+    assert_eq!(holder.record.unwrap().fence, shm.get(TAKER_FENCE), "the taker's record is intact");
+    assert_eq!(observer.try_acquire(), Err(Error::Busy));
+    shm.open_gate(CHECKED);
+    taker.expect_success("taker");
+    assert_eq!(shm.get(TAKER_RELEASE), 1, "the taker released normally");
+}
+
+#[test]
+fn release_after_another_process_took_over_is_lost() {
+    each_scheme("outcome-lost-release", |scheme, dir| {
+        let shm = Shm::create(&dir.join("shm"));
+        let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=200ms"));
+        let taker = lose_the_lock(scheme, dir, &mut lock, &shm);
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Lost));
+        assert_eq!(lock.release(Duration::ZERO), Err(Error::NotHeld));
+        assert_eq!(lock.prolong(None), Err(Error::NotHeld), "prolong after a lost release");
+        check_taker_still_holds(scheme, dir, &shm, taker);
+    });
+}
+
+#[test]
+fn prolong_after_another_process_took_over_is_lost() {
+    each_scheme("outcome-lost-prolong", |scheme, dir| {
+        let shm = Shm::create(&dir.join("shm"));
+        let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=200ms"));
+        let taker = lose_the_lock(scheme, dir, &mut lock, &shm);
+        assert_eq!(lock.prolong(Some(Duration::from_secs(3600))), Ok(ProlongOutcome::Lost));
+        assert_eq!(lock.held(), None, "a lost lock is no longer held");
+        assert_eq!(lock.prolong(None), Err(Error::NotHeld));
+        assert_eq!(lock.release(Duration::ZERO), Err(Error::NotHeld));
+        check_taker_still_holds(scheme, dir, &shm, taker);
+    });
+}
+
+#[test]
+fn live_flock_holder_past_its_ttl_is_not_broken() {
+    each_of("outcome-flock-overrun", &[Scheme::Flock], |scheme, dir| {
+        let shm = Shm::create(&dir.join("shm"));
+        let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=200ms"));
+        hold_past_ttl(&mut lock);
+        let mut taker = take(&scheme.spec(dir.path(), "ttl=1h"), &shm);
+        assert_eq!(shm.get(TAKER_RESULT), BUSY);
+        shm.open_gate(CHECKED);
+        taker.expect_success("taker");
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Expired));
+    });
+}
+
+#[test]
+fn cooldown_keeps_the_lock_closed_to_everyone() {
+    each_scheme("outcome-cooldown", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let mut lock = open_lock(&spec);
+        lock.try_acquire().unwrap();
+        let released_at = wall_now();
+        assert_eq!(lock.release(Duration::from_secs(1)), Ok(ReleaseOutcome::Released));
+
+        let mut other = open_lock(&spec);
+        let seen = other.inspect().unwrap();
+        assert_eq!(seen.holder, None, "released: nobody holds it");
+        let until = seen.cooldown_until.expect("inspect shows the cooldown");
+        assert!(until > released_at, "cooling down until after the release");
+        // Closed to every handle, the releaser's too, until `until`. (Should
+        // this test be descheduled for the whole second, a success is
+        // allowed, but only after `until`.)
+        for handle in [&mut other, &mut lock] {
+            match handle.try_acquire() {
+                Err(Error::Busy) => {}
+                Ok(_) => {
+                    assert!(wall_now() >= until, "acquired during the cooldown");
+                    assert_eq!(handle.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+                }
+                Err(e) => panic!("try_acquire during the cooldown: {e:?}"),
+            }
+        }
+        // Waiting gets it once the cooldown is over.
+        other.acquire(Some(PATIENCE)).expect("acquired after the cooldown");
+        assert!(wall_now() >= until);
+        assert_eq!(other.inspect().unwrap().cooldown_until, None);
+        assert_eq!(other.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    });
+}
+
+/// Exit codes of the forked child, one per check.
+fn forked_child_checks(lock: &mut Lock, spec: &str) -> i32 {
+    if lock.release(Duration::ZERO) != Err(Error::Forked) {
+        return 10;
+    }
+    if lock.prolong(None) != Err(Error::Forked) {
+        return 11;
+    }
+    if lock.try_acquire() != Err(Error::Forked) {
+        return 12;
+    }
+    if lock.inspect().err() != Some(Error::Forked) {
+        return 13;
+    }
+    // A handle of the child's own sees the parent holding.
+    let Ok(mut own) = Lock::open(spec.as_bytes()) else { return 14 };
+    if own.try_acquire() != Err(Error::Busy) {
+        return 15;
+    }
+    0
+}
+
+#[test]
+fn forked_child_cannot_release_and_its_drop_leaves_the_lock() {
+    each_scheme("outcome-fork", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let mut lock = open_lock(&spec);
+        let acquired = lock.try_acquire().unwrap();
+
+        // SAFETY: the child runs only lockcore calls (no allocation, no
+        // locks of the test harness) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            let code = forked_child_checks(&mut lock, &spec);
+            drop(lock);
+            // SAFETY: ends the forked child without running the parent's
+            // exit handlers or destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child forked above.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(r, pid);
+        assert!(libc::WIFEXITED(status), "child status {status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "failed check (see forked_child_checks)");
+
+        // The child's drop left the lock to us.
+        let seen = lock.inspect().unwrap();
+        let holder = seen.holder.expect("still held");
+        assert!(holder.this_handle, "by this very handle");
+        assert_eq!(holder.record.unwrap().fence, acquired.fence);
+        assert_eq!(open_lock(&spec).try_acquire(), Err(Error::Busy));
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    });
+}

@@ -1,0 +1,135 @@
+//! PID reuse: a record that names a live pid is judged by pid *and* start
+//! time, never by pid alone.
+//!
+//! A forged record names a process that is certainly alive (this test's
+//! parent, and pid 1), on this host and boot, with a TTL of an hour:
+//! * with another start time, the pid has been reused since the record was
+//!   written: the owner is dead, the lock stale, `try_acquire` succeeds;
+//! * with the true start time, the owner is alive: `Busy`.
+//!
+//! A LockFile::Simple stamp (`PID` or `PID:HOST`, no start time) is judged by
+//! the record's mtime: a live pid that started *after* the record was written
+//! is a reuse. A stamp naming another host is never judged by pid.
+//!
+//! `flock`: a record in the flock'd file decides nothing, the kernel does;
+//! with nobody holding the flock both forged records are simply overwritten
+//! (`try_acquire` succeeds) and `inspect` reports the lock free.
+
+mod common;
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use common::*;
+use lockcore::{Error, Liveness};
+
+#[test]
+fn child_entry() {
+    child_main(|role| match role {
+        "sleeper" => loop {
+            std::thread::sleep(Duration::from_secs(1));
+        },
+        other => panic!("unknown role {other}"),
+    });
+}
+
+/// Live processes to impersonate: a child of ours, our parent (the test
+/// runner) and init.
+fn live_pids(child: &std::process::Child) -> Vec<i32> {
+    let mut pids = vec![child.id() as i32, getppid()];
+    if !pids.contains(&1) {
+        pids.push(1);
+    }
+    // Where /proc hides other users' processes, only our own are judged.
+    pids.retain(|&pid| proc_stat(pid).is_some());
+    pids
+}
+
+fn judge_forged(scheme: Scheme, dir: &TestDir, pid: i32, start_ticks: u64) -> (Option<Liveness>, Result<u64, Error>) {
+    let lock_path = scheme.lock_path(dir.path());
+    let _ = std::fs::remove_dir_all(&lock_path);
+    let _ = std::fs::remove_file(&lock_path);
+    let record = forged_record(pid, start_ticks, None, 3, Some(from_now(Duration::from_secs(3600))));
+    plant_record(scheme, dir.path(), &record, 3);
+    let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=1h"));
+    let liveness = lock.inspect().unwrap().holder.map(|h| h.liveness);
+    let verdict = lock.try_acquire().map(|a| a.fence);
+    if verdict.is_ok() {
+        lock.release(Duration::ZERO).unwrap();
+    }
+    (liveness, verdict)
+}
+
+#[test]
+fn live_pid_with_another_start_time_is_stale_and_with_its_own_is_not() {
+    let mut children = Children::new();
+    children.push(spawn("sleeper", &[]));
+    let sleeper = children.pop().unwrap();
+    let pids = live_pids(&sleeper);
+    children.push(sleeper);
+    each_scheme("pid-reuse", |scheme, dir| {
+        for &pid in &pids {
+            let (_, true_start) = proc_stat(pid).expect("the impersonated process is alive");
+            let reused_start = true_start + 1000;
+
+            let (liveness, verdict) = judge_forged(scheme, dir, pid, reused_start);
+            if scheme.breaks_stale() {
+                assert_eq!(liveness, Some(Liveness::Dead), "pid {pid} with start {reused_start}");
+                assert!(verdict.is_ok(), "pid {pid} reused: {verdict:?}");
+            } else {
+                assert_eq!(liveness, None, "flock: nobody holds it");
+                assert!(verdict.is_ok(), "flock: {verdict:?}");
+            }
+
+            let (liveness, verdict) = judge_forged(scheme, dir, pid, true_start);
+            if scheme.breaks_stale() {
+                // A start time of 0 means "unknown" (no /proc when written):
+                // never judged dead either.
+                let expected = if true_start == 0 { Liveness::Unknown } else { Liveness::Alive };
+                assert_eq!(liveness, Some(expected), "pid {pid} with its own start {true_start}");
+                assert_eq!(verdict, Err(Error::Busy), "pid {pid} is alive");
+            } else {
+                assert_eq!(liveness, None);
+                assert!(verdict.is_ok(), "flock: {verdict:?}");
+            }
+        }
+    });
+}
+
+#[test]
+fn lockfile_simple_stamp_of_a_live_pid_is_judged_by_the_record_age() {
+    each_of("pid-reuse-stamp", &[Scheme::Lockfile], |scheme, dir| {
+        let lock_path = scheme.lock_path(dir.path());
+        let pid = getppid();
+        let host = lockcore::Owner::current().unwrap().host;
+        let host = std::str::from_utf8(host.as_bytes()).unwrap().to_owned();
+        // Long before any process of this boot started.
+        let before_boot = UNIX_EPOCH + Duration::from_secs(86_400);
+
+        for stamp in [format!("{pid}\n"), format!("{pid}:{host}\n")] {
+            std::fs::write(&lock_path, &stamp).unwrap();
+            let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=1h"));
+            // Written now by a process that was running: alive.
+            let holder = lock.inspect().unwrap().holder.unwrap();
+            assert_eq!((holder.pid, holder.liveness, holder.stale), (pid, Liveness::Alive, false));
+            assert_eq!(lock.try_acquire(), Err(Error::Busy), "stamp {stamp:?} of a live pid");
+
+            // Written before the process with that pid started: the pid was
+            // reused, the writer is dead. (The TTL does not apply: a record
+            // dated 1970 would also be stale by age, so use stale=pid alone.)
+            set_mtime(&lock_path, before_boot);
+            let mut lock = open_lock(&scheme.spec(dir.path(), ""));
+            let holder = lock.inspect().unwrap().holder.unwrap();
+            assert_eq!((holder.liveness, holder.stale), (Liveness::Dead, true), "stamp {stamp:?}");
+            lock.try_acquire().expect("a reused pid's stamp is stale");
+            lock.release(Duration::ZERO).unwrap();
+        }
+
+        // Another host's pid means nothing here, however old the stamp.
+        std::fs::write(&lock_path, format!("{pid}:some-other-host\n")).unwrap();
+        set_mtime(&lock_path, before_boot);
+        let mut lock = open_lock(&scheme.spec(dir.path(), ""));
+        let holder = lock.inspect().unwrap().holder.unwrap();
+        assert_eq!((holder.liveness, holder.stale), (Liveness::Unknown, false));
+        assert_eq!(lock.try_acquire(), Err(Error::Busy));
+    });
+}

@@ -1,0 +1,115 @@
+//! A holder killed with SIGKILL: the next process gets in at once, without
+//! waiting for the TTL.
+//!
+//! The holder takes the lock with `ttl=1h`, so nothing but dead-owner
+//! detection (pid *and* start time, or a zombie) can explain a successful
+//! `try_acquire` afterwards; success is asserted with a single `try_acquire`,
+//! never with a clock. Two cases: the killed holder reaped, and the killed
+//! holder still an unreaped zombie (its pid still exists).
+//!
+//! * `lockfile`, `mkdir`: the record is left behind and judged stale because
+//!   its owner is dead; with `stale=none` the same record is *not* broken
+//!   (Busy), which shows that owner death, not age, is what let us in.
+//! * `flock`: the kernel drops the lock when the holder dies (a zombie holds
+//!   no files), so the next `try_acquire` succeeds for every `stale` setting.
+
+mod common;
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use common::*;
+use lockcore::{Error, Liveness};
+
+// Shared-memory slots.
+const HELD: usize = 0;
+const HOLDER_FENCE: usize = 1;
+
+#[test]
+fn child_entry() {
+    child_main(run_role);
+}
+
+fn run_role(role: &str) {
+    match role {
+        // Takes the lock, says so, and waits to be killed.
+        "holder" => {
+            let shm = Shm::open(var("SHM").as_ref());
+            let mut lock = open_lock(&var("SPEC"));
+            let acquired = lock.try_acquire().expect("the holder acquires a free lock");
+            shm.at(HOLDER_FENCE).store(acquired.fence, SeqCst);
+            shm.at(HELD).store(1, SeqCst);
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Corpse {
+    Reaped,
+    Zombie,
+}
+
+fn killed_holder_lets_the_next_in(scheme: Scheme, dir: &TestDir, corpse: Corpse) {
+    let shm = Shm::create(&dir.join("shm"));
+    let spec = scheme.spec(dir.path(), "ttl=1h");
+    let mut children = Children::new();
+    children.push(spawn("holder", &[("SPEC", spec.clone()), ("SHM", shm.path().display().to_string())]));
+    wait_until("the holder to acquire", || shm.get(HELD) == 1 || children.any_exited());
+    assert_eq!(shm.get(HELD), 1, "the holder died before acquiring");
+
+    let mut next = open_lock(&spec);
+    let mut patient = open_lock(&scheme.spec(dir.path(), "ttl=1h&stale=none"));
+    assert_eq!(next.try_acquire(), Err(Error::Busy), "a live holder keeps its lock");
+
+    let mut child = children.pop().unwrap();
+    let pid = child.id();
+    sigkill(pid);
+    match corpse {
+        Corpse::Reaped => {
+            let status = child.wait().unwrap();
+            assert!(!status.success());
+        }
+        Corpse::Zombie => {
+            wait_exit_keep_zombie(pid);
+            let (state, _) = proc_stat(pid as i32).expect("an unreaped child still has /proc/PID");
+            assert_eq!(state, 'Z', "the killed holder is a zombie");
+        }
+    }
+
+    if scheme.breaks_stale() {
+        let seen = next.inspect().unwrap();
+        let holder = seen.holder.expect("the killed holder's record is still there");
+        assert_eq!(holder.pid, pid as i32);
+        assert_eq!(holder.liveness, Liveness::Dead, "{corpse:?} holder");
+        assert!(holder.stale);
+        // Without dead-owner detection the hour-long TTL keeps it closed.
+        assert_eq!(patient.try_acquire(), Err(Error::Busy), "stale=none waits for the TTL");
+    } else {
+        assert_eq!(next.inspect().unwrap().holder, None, "the kernel released the flock");
+    }
+
+    let acquired = next.try_acquire().expect("the next process gets in at once");
+    assert!(acquired.fence > shm.get(HOLDER_FENCE));
+    let seen = patient.inspect().unwrap();
+    assert_eq!(seen.holder.unwrap().pid, std::process::id() as i32);
+    assert_eq!(seen.last_fence, acquired.fence);
+    assert_eq!(patient.try_acquire(), Err(Error::Busy));
+
+    if corpse == Corpse::Zombie {
+        assert!(!child.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn sigkilled_and_reaped_holder_is_replaced_at_once() {
+    each_scheme("kill-reaped", |scheme, dir| killed_holder_lets_the_next_in(scheme, dir, Corpse::Reaped));
+}
+
+#[test]
+fn sigkilled_zombie_holder_is_replaced_at_once() {
+    each_scheme("kill-zombie", |scheme, dir| killed_holder_lets_the_next_in(scheme, dir, Corpse::Zombie));
+}
