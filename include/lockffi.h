@@ -196,9 +196,9 @@ typedef enum {
  * two processes would.
  *
  * fork(): a lock held when the process forks belongs to the parent. In the
- * child, `lock_release` and `lock_prolong` on the inherited handle return
- * `LOCK_ERR_FORKED`, and `lock_close` frees the child's copy without
- * releasing anything. A child may acquire through a handle that held
+ * child, every call on the inherited handle but `lock_close` returns
+ * `LOCK_ERR_FORKED` (release, prolong, acquire, inspect, break, commit),
+ * and `lock_close` frees the child's copy without releasing anything. A child may acquire through a handle that held
  * nothing at fork time; it is then a new owner with its own pid.
  * (For `flock`, the child's copy of the descriptor keeps the kernel lock
  * alive until the child closes it or execs; descriptors are close-on-exec.)
@@ -346,7 +346,7 @@ lock_result lock_acquire(lock_handle *handle, uint64_t timeout_ms, uint64_t *fen
 
 /**
  * Releases the lock. A non-zero `cooldown_ms` keeps it closed to everyone
- * for that long. Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody
+ * for that long (at most 100 years: `LOCK_ERR_INVALID_ARGUMENT` beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody
  * took it; released now) or `LOCK_LOST` (someone else holds it; nothing
  * removed). After any of these the handle holds nothing.
  *
@@ -357,7 +357,8 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
 
 /**
  * Moves the expiry to now + `ttl_ms` (0: the spec's `ttl`; without one, the
- * lock no longer expires). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
+ * lock no longer expires; at most 100 years: `LOCK_ERR_INVALID_ARGUMENT`
+ * beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
  * but nobody took it; held again now) or `LOCK_LOST` (someone else holds it;
  * the handle holds nothing).
  *

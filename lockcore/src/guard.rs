@@ -101,6 +101,15 @@ impl GuardState {
         Ok(GuardState { fence, cooldown_until: (cooldown != 0).then(|| WallTime::from_unix_nanos(cooldown)) })
     }
 
+    /// Never hands out a fence below one already on disk: if the guard file
+    /// was deleted (a tmp cleaner, an operator), the record it guards still
+    /// remembers the last fence.
+    pub fn raise_fence_to(&mut self, found: &crate::strategy::Found) {
+        if let Ok(crate::record::Parsed::Ours(record)) = found.content {
+            self.fence = self.fence.max(record.fence);
+        }
+    }
+
     /// Whether a cooldown keeps the lock closed at `now`.
     pub fn cooling_down(&self, now: WallTime) -> bool {
         self.cooldown_until.is_some_and(|until| now < until)
@@ -174,10 +183,9 @@ impl GuardFile {
                 let locked = sys::fstat(fd).map_err(Error::Os)?;
                 match sys::lstat(&self.path) {
                     Ok(now) if now.same_file(&locked) => break,
-                    _ => {
-                        self.open = None;
-                        continue;
-                    }
+                    // Reopen, but within the same patience: a file replaced
+                    // over and over must not keep us here.
+                    _ => self.open = None,
                 }
             }
             if MonoTime::now() >= give_up {

@@ -26,9 +26,9 @@ pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, wai
 /// two processes would.
 ///
 /// fork(): a lock held when the process forks belongs to the parent. In the
-/// child, `lock_release` and `lock_prolong` on the inherited handle return
-/// `LOCK_ERR_FORKED`, and `lock_close` frees the child's copy without
-/// releasing anything. A child may acquire through a handle that held
+/// child, every call on the inherited handle but `lock_close` returns
+/// `LOCK_ERR_FORKED` (release, prolong, acquire, inspect, break, commit),
+/// and `lock_close` frees the child's copy without releasing anything. A child may acquire through a handle that held
 /// nothing at fork time; it is then a new owner with its own pid.
 /// (For `flock`, the child's copy of the descriptor keeps the kernel lock
 /// alive until the child closes it or execs; descriptors are close-on-exec.)

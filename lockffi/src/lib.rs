@@ -22,8 +22,8 @@
 //!   are independent, even for the same lock: they exclude each other as two
 //!   processes would.
 //! * fork(): a lock held before fork() belongs to the parent. In the child,
-//!   the handle answers `LOCK_ERR_FORKED` to release and prolong, and
-//!   `lock_close` frees it without releasing the parent's lock. A child may
+//!   every call on that handle but `lock_close` answers `LOCK_ERR_FORKED`,
+//!   and `lock_close` frees it without releasing the parent's lock. A child may
 //!   acquire with a handle that held nothing at fork time.
 //! * Exit: locks still held at normal process exit (return from `main`,
 //!   `exit()`) are released. A killed process's lock is stale at once for
@@ -60,6 +60,19 @@ pub const LOCKFFI_VERSION_PATCH: u32 = 0;
 
 /// Pass as `timeout_ms` to `lock_acquire` to wait as long as it takes.
 pub const LOCK_WAIT_FOREVER: u64 = u64::MAX;
+
+/// The longest TTL or cooldown a call accepts: 100 years, as the spec's
+/// `ttl` (a longer one is a mistake, and keeps time sums far from overflow).
+const LONGEST_DURATION_MS: u64 = 100 * 365 * 86_400_000;
+
+/// A TTL or cooldown argument, refused with `LOCK_ERR_INVALID_ARGUMENT`
+/// beyond 100 years.
+fn duration_arg(ms: u64) -> Result<Duration, Failure> {
+    if ms > LONGEST_DURATION_MS {
+        return Err(Failure::Code(lock_result::LOCK_ERR_INVALID_ARGUMENT));
+    }
+    Ok(Duration::from_millis(ms))
+}
 
 /// Size of `lock_info.owner_host`, terminator included.
 pub const LOCK_HOST_CAPACITY: usize = 65;
@@ -231,7 +244,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 }
 
 /// Releases the lock. A non-zero `cooldown_ms` keeps it closed to everyone
-/// for that long. Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody
+/// for that long (at most 100 years: `LOCK_ERR_INVALID_ARGUMENT` beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody
 /// took it; released now) or `LOCK_LOST` (someone else holds it; nothing
 /// removed). After any of these the handle holds nothing.
 ///
@@ -244,14 +257,16 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
         let mut claimed = handle.claim()?;
         // No renewal may run after the release.
         drop(claimed.watchdog().take());
-        let outcome = claimed.lock().release(Duration::from_millis(cooldown_ms))?;
+        let cooldown = duration_arg(cooldown_ms)?;
+        let outcome = claimed.lock().release(cooldown)?;
         autoclean::unregister(claimed.address());
         Ok(outcome.into())
     })
 }
 
 /// Moves the expiry to now + `ttl_ms` (0: the spec's `ttl`; without one, the
-/// lock no longer expires). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
+/// lock no longer expires; at most 100 years: `LOCK_ERR_INVALID_ARGUMENT`
+/// beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
 /// but nobody took it; held again now) or `LOCK_LOST` (someone else holds it;
 /// the handle holds nothing).
 ///
@@ -262,7 +277,7 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
     boundary::call(|| {
         let handle = try_ref!(handle);
         let mut claimed = handle.claim()?;
-        let ttl = (ttl_ms != 0).then(|| Duration::from_millis(ttl_ms));
+        let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(ttl_ms)?) };
         let outcome = claimed.lock().prolong(ttl)?;
         if outcome == lockcore::ProlongOutcome::Lost {
             autoclean::unregister(claimed.address());

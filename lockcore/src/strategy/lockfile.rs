@@ -99,10 +99,11 @@ impl Files {
         let linked = match sys::link(&self.temp, &self.lock) {
             Ok(()) => Ok(true),
             // Over NFS the reply to a link that succeeded can be lost and the
-            // retransmission answer EEXIST; the temp file's link count tells
-            // the truth either way.
-            Err(e) => match sys::lstat(&self.temp) {
-                Ok(st) if st.nlink == 2 => Ok(true),
+            // retransmission answer EEXIST; whether the lock path now names
+            // our temp file's inode tells the truth either way (liblockfile
+            // checks the link count, which another link could also raise).
+            Err(e) => match (sys::lstat(&self.temp), sys::lstat(&self.lock)) {
+                (Ok(temp), Ok(lock)) if temp.same_file(&lock) => Ok(true),
                 _ if e == Errno::EEXIST => Ok(false),
                 _ => Err(Error::from_path_errno(e)),
             },
@@ -124,6 +125,7 @@ impl Strategy for LockFile {
             return Err(Error::Busy);
         }
         if let Some(found) = self.files.read()? {
+            guard.state.raise_fence_to(&found);
             if !found.judge(cx)?.stale {
                 return Err(Error::Busy);
             }

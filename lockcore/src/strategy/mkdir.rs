@@ -136,6 +136,7 @@ impl Strategy for Mkdir {
             return Err(Error::Busy);
         }
         if let Some((_, found)) = self.dirs.read()? {
+            guard.state.raise_fence_to(&found);
             if !found.judge(cx)?.stale {
                 return Err(Error::Busy);
             }

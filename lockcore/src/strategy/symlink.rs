@@ -188,6 +188,9 @@ impl Strategy for Symlink {
             return Err(Error::Busy);
         }
         if let Some(seen) = self.links.read()? {
+            if let Seen::Ours(record) = &seen {
+                guard.state.fence = guard.state.fence.max(record.fence);
+            }
             if !judge(&seen, cx)?.stale {
                 return Err(Error::Busy);
             }
