@@ -1,9 +1,21 @@
-//! Shared pieces of the benchmarks: where to put lock files, and the raw
-//! system-call loops each strategy is measured against (its floor: the calls
-//! the scheme cannot avoid).
+//! Shared pieces of the benchmarks and of the contention report: where to put
+//! lock files, the raw system-call loops each strategy is measured against
+//! (its floor: the calls the scheme cannot avoid), the peers it is compared
+//! with, a pool of contending workers (threads or pre-forked processes), and
+//! the report itself ([`report`], run by `src/bin/contention.rs`).
+//!
+//! Everything iterates over [`lockcore::Scheme::ALL`]: a new strategy is
+//! benchmarked and reported with no change here. Its floor is looked up by
+//! scheme name in [`floor::for_scheme`]; a scheme without one is measured
+//! alone until a floor is added there.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
+
+pub mod peer;
+pub mod pool;
+pub mod report;
+pub mod sys;
 
 /// A fresh directory for one benchmark run, removed on drop.
 pub struct BenchDir(PathBuf);
@@ -27,7 +39,11 @@ impl BenchDir {
 
 impl Drop for BenchDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // A forked worker that unwinds must not remove its parent's directory.
+        if self.0.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(&format!("-{}", std::process::id())))
+        {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -41,13 +57,48 @@ pub fn bench_roots() -> Vec<(&'static str, PathBuf)> {
     roots
 }
 
-fn c_path(path: &Path) -> CString {
+/// The file system type of `path` as `/proc/self/mounts` names it (overlay,
+/// tmpfs, ext4...), for labelling figures; `None` off Linux.
+pub fn fs_type(path: &Path) -> Option<String> {
+    let path = path.canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, mount, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            path.starts_with(mount).then(|| (mount.len(), kind.to_string()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, kind)| kind)
+}
+
+pub(crate) fn c_path(path: &Path) -> CString {
     CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL in bench paths")
 }
 
 /// Raw floors: exactly the system calls each scheme cannot avoid.
 pub mod floor {
     use super::*;
+
+    /// A floor: a label and a loop body made for a path in the bench directory.
+    pub type Floor = (&'static str, fn(&Path) -> Box<dyn FnMut()>);
+
+    /// The floors of a scheme, by name, so that a new scheme needs no change
+    /// to the benches: an unknown name has none (yet).
+    pub fn for_scheme(name: &str) -> Vec<Floor> {
+        match name {
+            "lockfile" => vec![
+                ("floor: temp create+write, link, unlink x2", |p| Box::new(temp_link_unlink(p))),
+                ("floor: O_EXCL create+write+unlink", |p| Box::new(excl_create_write_unlink(p))),
+            ],
+            "mkdir" => vec![("floor: mkdir+rmdir", |p| Box::new(mkdir_rmdir(p)))],
+            "flock" => vec![("floor: flock lock+unlock", |p| Box::new(flock_on_open_fd(p)))],
+            "symlink" => vec![("floor: symlink+unlink", |p| Box::new(symlink_unlink(p)))],
+            "lease" => vec![("floor: (flock, pread, pwrite, unlock) x2", |p| Box::new(flocked_rewrite_twice(p)))],
+            _ => Vec::new(),
+        }
+    }
 
     /// mkdir + rmdir.
     pub fn mkdir_rmdir(path: &Path) -> impl FnMut() {
@@ -73,6 +124,66 @@ pub mod floor {
                 assert_eq!(libc::write(fd, stamp.as_ptr().cast(), stamp.len()), stamp.len() as isize);
                 libc::close(fd);
                 assert_eq!(libc::unlink(p.as_ptr()), 0);
+            }
+        }
+    }
+
+    /// The link-based lock file (liblockfile's and lockcore's): open a temp
+    /// file O_EXCL, write the stamp, close, link it to the lock name, unlink
+    /// the temp name; to release, unlink the lock.
+    pub fn temp_link_unlink(path: &Path) -> impl FnMut() {
+        let lock = c_path(path);
+        let mut temp_path = path.as_os_str().to_owned();
+        temp_path.push(".tmp");
+        let temp = c_path(Path::new(&temp_path));
+        let stamp = format!("{}\n", std::process::id());
+        move || {
+            // SAFETY: NUL-terminated paths, valid buffer; return values checked.
+            unsafe {
+                let fd =
+                    libc::open(temp.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o444);
+                assert!(fd >= 0);
+                assert_eq!(libc::write(fd, stamp.as_ptr().cast(), stamp.len()), stamp.len() as isize);
+                libc::close(fd);
+                assert_eq!(libc::link(temp.as_ptr(), lock.as_ptr()), 0);
+                assert_eq!(libc::unlink(temp.as_ptr()), 0);
+                assert_eq!(libc::unlink(lock.as_ptr()), 0);
+            }
+        }
+    }
+
+    /// symlink(owner, lock) + unlink(lock).
+    pub fn symlink_unlink(path: &Path) -> impl FnMut() {
+        let p = c_path(path);
+        let target = CString::new(format!("{}", std::process::id())).expect("digits");
+        move || {
+            // SAFETY: NUL-terminated strings; return values checked.
+            unsafe {
+                assert_eq!(libc::symlink(target.as_ptr(), p.as_ptr()), 0);
+                assert_eq!(libc::unlink(p.as_ptr()), 0);
+            }
+        }
+    }
+
+    /// A record rewritten in place under a flock, once to take and once to
+    /// give back: (flock, pread, pwrite, unlock) x 2 on a descriptor kept open.
+    pub fn flocked_rewrite_twice(path: &Path) -> impl FnMut() {
+        let p = c_path(path);
+        // SAFETY: NUL-terminated path; the descriptor is leaked for the
+        // benchmark's lifetime on purpose (closed at process exit).
+        let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o644) };
+        assert!(fd >= 0);
+        let record = [b' '; 256];
+        let mut buf = [0u8; 256];
+        move || {
+            for _ in 0..2 {
+                // SAFETY: fd is open; the buffers outlive the calls.
+                unsafe {
+                    assert_eq!(libc::flock(fd, libc::LOCK_EX), 0);
+                    assert!(libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0);
+                    assert_eq!(libc::pwrite(fd, record.as_ptr().cast(), record.len(), 0), record.len() as isize);
+                    assert_eq!(libc::flock(fd, libc::LOCK_UN), 0);
+                }
             }
         }
     }
