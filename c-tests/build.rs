@@ -6,7 +6,7 @@
 use std::path::Path;
 
 /// The C programs, by file stem; `main` becomes `<stem>_main`.
-const PROGRAMS: &[&str] = &["api", "errors", "counter", "demo"];
+const PROGRAMS: &[&str] = &["api", "errors", "counter", "strategies", "demo"];
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -1,5 +1,7 @@
 /*
- * api.c: the whole C API, for each strategy (lockfile, mkdir, flock).
+ * api.c: the whole C API, for each strategy (lockfile, mkdir, flock, symlink,
+ * lease, toplock). The calls the newer strategies brought (lock_commit,
+ * lock_autorenew) and what only one strategy does are in strategies.c.
  *
  * Usage: c_api [name-filter]   (runs the cases whose name contains the filter)
  *
@@ -34,10 +36,13 @@ static bool only_entries(const char *dir, const char *allowed[]) {
     return true;
 }
 
-/* After every lock is released: only the guard (lockfile, mkdir) or the
- * locked file (flock) may remain. */
+/* After every lock is released: only the guard (lockfile, mkdir, symlink)
+ * or the file that is the lock (flock, lease, toplock) may remain. */
 static bool no_litter(const struct strategy *s, const char *dir) {
-    const char *allowed[] = {s->guard_name != NULL ? s->guard_name : s->lock_name, NULL};
+    const char *allowed[3] = {NULL, NULL, NULL};
+    size_t n = 0;
+    if (s->guard_name != NULL) allowed[n++] = s->guard_name;
+    if (s->lock_file_stays) allowed[n++] = s->lock_name;
     return only_entries(dir, allowed);
 }
 
@@ -68,7 +73,11 @@ static bool basic_cycle(const struct strategy *s, const char *dir) {
     CHECK_MSG(fence > 0, "the first fence is %" PRIu64, fence);
     CHECK_MSG(path_exists(lock), "%s does not exist while the lock is held", lock);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    if (s->guard_name != NULL) CHECK_MSG(!path_exists(lock), "%s still exists after release", lock);
+    if (s->lock_file_stays) {
+        CHECK_MSG(path_exists(lock), "%s, which stays, is gone after release", lock);
+    } else {
+        CHECK_MSG(!path_exists(lock), "%s still exists after release", lock);
+    }
 
     /* lock_acquire, with the optional fence output left NULL */
     CHECK_RC(lock_acquire(h, 1000, NULL), LOCK_OK);
@@ -320,7 +329,7 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_inspect(other, &info), LOCK_OK);
     CHECK_MSG(!info.held && !info.held_by_this_handle && !info.stale && info.owner_liveness == LOCK_OWNER_UNKNOWN &&
                   info.owner_pid == 0 && info.owner_host[0] == '\0' && info.fence == 0 && info.last_fence == 0 &&
-                  info.expires_unix_ms == 0 && info.cooldown_until_unix_ms == 0,
+                  info.expires_unix_ms == 0 && info.cooldown_until_unix_ms == 0 && info.queue_length == 0,
               "a lock never taken is not reported free and empty");
 
     int64_t before = unix_ms();
@@ -349,6 +358,10 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
                   info.last_fence, fence);
         if (!expires_between(info.expires_unix_ms, before, after, 10000)) return false;
         CHECK_MSG(info.cooldown_until_unix_ms == 0, "view %d: a cooldown while held", view);
+        /* toplock counts the queue, the holder included; the others have none */
+        uint32_t queue = strcmp(s->name, "toplock") == 0 ? 1 : 0;
+        CHECK_MSG(info.queue_length == queue, "view %d: queue_length %" PRIu32 ", expected %" PRIu32, view,
+                  info.queue_length, queue);
     }
 
     /* release with a cooldown: free but closed to everyone until it ends */
@@ -357,9 +370,10 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_release(h, 300), LOCK_OK);
     after = unix_ms();
     CHECK_RC(lock_inspect(other, &info), LOCK_OK);
-    CHECK_MSG(!info.held && info.owner_pid == 0 && info.fence == 0 && info.last_fence == fence,
-              "after release: held %d, owner_pid %d, fence %" PRIu64 ", last_fence %" PRIu64, (int)info.held,
-              (int)info.owner_pid, info.fence, info.last_fence);
+    CHECK_MSG(!info.held && info.owner_pid == 0 && info.fence == 0 && info.last_fence == fence &&
+                  info.queue_length == 0,
+              "after release: held %d, owner_pid %d, fence %" PRIu64 ", last_fence %" PRIu64 ", queue_length %" PRIu32,
+              (int)info.held, (int)info.owner_pid, info.fence, info.last_fence, info.queue_length);
     CHECK_MSG(info.cooldown_until_unix_ms >= before + 299 && info.cooldown_until_unix_ms <= after + 301,
               "cooldown_until_unix_ms %" PRId64 " is not 300 ms after [%" PRId64 ", %" PRId64 "]",
               info.cooldown_until_unix_ms, before, after);
@@ -427,6 +441,20 @@ static bool break_lock(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_inspect(b, &info), LOCK_OK);
     CHECK_MSG(info.held_by_this_handle, "A's release disturbed B's lock");
     CHECK_RC(lock_release(b, 0), LOCK_OK);
+
+    /* broken, and nobody took it since: prolong and release still find
+     * the lock lost (it never expired: there is no TTL), and change nothing */
+    CHECK_RC(lock_try_acquire(a, &fa), LOCK_OK);
+    CHECK_RC(lock_break(b, &was_held), LOCK_OK);
+    CHECK_RC(lock_prolong(a, 60000), LOCK_LOST);
+    CHECK_RC(lock_try_acquire(a, &fa), LOCK_OK);
+    CHECK_RC(lock_break(b, &was_held), LOCK_OK);
+    lock_result released = lock_release(a, 0);
+    CHECK_MSG(released == LOCK_LOST, "release of a broken lock nobody took returned %s, expected LOCK_LOST",
+              rc_name(released));
+    CHECK_RC(lock_inspect(b, &info), LOCK_OK);
+    CHECK_MSG(!info.held && info.cooldown_until_unix_ms == 0, "after the lost release: held %d, cooldown %" PRId64,
+              (int)info.held, info.cooldown_until_unix_ms);
     lock_close(a);
     lock_close(b);
     return no_litter(s, dir);
@@ -546,9 +574,11 @@ static bool path_of_lock(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     struct stat st;
     CHECK_MSG(lstat(expected, &st) == 0, "%s does not exist while held", expected);
-    bool want_dir = strcmp(s->name, "mkdir") == 0;
-    CHECK_MSG(want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode), "%s is not a %s", expected,
-              want_dir ? "directory" : "regular file");
+    bool kind_ok = s->lock_kind == 'd'   ? S_ISDIR(st.st_mode)
+                   : s->lock_kind == 'l' ? S_ISLNK(st.st_mode)
+                                         : S_ISREG(st.st_mode);
+    CHECK_MSG(kind_ok, "%s is not a %s", expected,
+              s->lock_kind == 'd' ? "directory" : s->lock_kind == 'l' ? "symbolic link" : "regular file");
     CHECK_RC(lock_release(h, 0), LOCK_OK);
     lock_close(h);
     return true;
@@ -611,7 +641,10 @@ static void child_idle(int wait_fd) {
 }
 
 /* Locks held by other programs: a LockFile::Simple stamp (`PID` of a live
- * or dead process, `PID:HOST` of another host) and a plain mkdir lock. */
+ * or dead process, `PID:HOST` of another host), a plain mkdir lock, and an
+ * IPC::Lock::WithTTL symlink. (flock has no foreign format: any program's
+ * flock excludes it in the kernel. lease and toplock are formats of this
+ * library only.) */
 static bool test_foreign_locks(void) {
     char dir[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX], stamp[64];
     CHECK(make_temp_dir(dir, sizeof dir, "foreign"));
@@ -670,6 +703,41 @@ static bool test_foreign_locks(void) {
     CHECK(rmdir(lockdir) == 0);
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+
+    /* an IPC::Lock::WithTTL link (seed 004: target "<name>.<pid>", mtime the
+     * expiry) excludes the symlink strategy until its mtime has passed */
+    char link_path[HARNESS_PATH_MAX], seen[256];
+    path_join(link_path, sizeof link_path, dir, STRATEGIES[3].lock_name);
+    CHECK(strcmp(STRATEGIES[3].name, "symlink") == 0);
+    snprintf(stamp, sizeof stamp, "ipc-lock-withttl.%ld", (long)getpid());
+    CHECK(symlink(stamp, link_path) == 0);
+    struct timespec times[2];
+    clock_gettime(CLOCK_REALTIME, &times[0]);
+    times[0].tv_sec += 3600;
+    times[1] = times[0];
+    CHECK(utimensat(AT_FDCWD, link_path, times, AT_SYMLINK_NOFOLLOW) == 0);
+    OPEN(h, &STRATEGIES[3], dir, "ttl=10s");
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_BUSY);
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.stale && !info.held_by_this_handle && info.owner_pid == 0 && info.fence == 0,
+              "a foreign link expiring in an hour: held %d, stale %d, pid %d, fence %" PRIu64, (int)info.held,
+              (int)info.stale, (int)info.owner_pid, info.fence);
+    /* its mtime moved an hour into the past: expired, broken, taken */
+    times[0].tv_sec -= 7200;
+    times[1] = times[0];
+    CHECK(utimensat(AT_FDCWD, link_path, times, AT_SYMLINK_NOFOLLOW) == 0);
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held && info.stale, "a foreign link whose mtime has passed: held %d, stale %d", (int)info.held,
+              (int)info.stale);
+    uint64_t taken = 0;
+    CHECK_RC(lock_try_acquire(h, &taken), LOCK_OK);
+    ssize_t n = readlink(link_path, seen, sizeof seen - 1);
+    CHECK(n > 0);
+    seen[n] = '\0';
+    CHECK_MSG(strncmp(seen, "lockcore1:", 10) == 0, "after taking it the link points to \"%s\"", seen);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_MSG(!path_exists(link_path), "the link remains after release");
     lock_close(h);
     return true;
 }

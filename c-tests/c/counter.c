@@ -3,7 +3,8 @@
  *
  * Usage: c_counter [strategy|all] [processes] [cycles]
  *   or set LOCKFFI_COUNTER_PROCESSES / LOCKFFI_COUNTER_CYCLES (arguments win).
- * Default: every strategy, 16 processes x 200 cycles.
+ * Default: every strategy (lockfile, mkdir, flock, symlink, lease, toplock),
+ * 16 processes x 200 cycles.
  *
  * For each strategy, forks the processes; each opens its own handle and does
  * `cycles` times: lock_acquire (60 s budget), open the counter file, read the
@@ -172,7 +173,7 @@ int main(int argc, char **argv) {
                   : env_cycles != NULL ? positive(env_cycles, "LOCKFFI_COUNTER_CYCLES")
                                        : 200;
     if (strcmp(only, "all") != 0 && strategy_named(only) == NULL) {
-        fprintf(stderr, "usage: %s [lockfile|mkdir|flock|all] [processes] [cycles]\n", argv[0]);
+        fprintf(stderr, "usage: %s [lockfile|mkdir|flock|symlink|lease|toplock|all] [processes] [cycles]\n", argv[0]);
         return 2;
     }
     umask(022);

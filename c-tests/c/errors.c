@@ -60,7 +60,14 @@ static bool test_spec_unknown_key(void) {
            open_fails("mkdir:/tmp/x?nfs=1", LOCK_ERR_SPEC_UNKNOWN_KEY, "nfs") &&
            open_fails("mkdir:/tmp/x?format=%25f.l", LOCK_ERR_SPEC_UNKNOWN_KEY, "format") &&
            open_fails("flock:/tmp/x?ext=.l", LOCK_ERR_SPEC_UNKNOWN_KEY, "ext") &&
-           open_fails("flock:/tmp/x?ttl=1s&max=5", LOCK_ERR_SPEC_UNKNOWN_KEY, "max");
+           open_fails("flock:/tmp/x?ttl=1s&max=5", LOCK_ERR_SPEC_UNKNOWN_KEY, "max") &&
+           /* a symlink has no mode of its own; signal= is lease's alone */
+           open_fails("symlink:/tmp/x?mode=0644", LOCK_ERR_SPEC_UNKNOWN_KEY, "mode") &&
+           open_fails("symlink:/tmp/x?signal=TERM", LOCK_ERR_SPEC_UNKNOWN_KEY, "signal") &&
+           open_fails("toplock:/tmp/x?signal=KILL", LOCK_ERR_SPEC_UNKNOWN_KEY, "signal") &&
+           open_fails("lockfile:/tmp/x?signal=TERM", LOCK_ERR_SPEC_UNKNOWN_KEY, "signal") &&
+           open_fails("lease:/tmp/x?nfs=1", LOCK_ERR_SPEC_UNKNOWN_KEY, "nfs") &&
+           open_fails("toplock:/tmp/x?ext=.q", LOCK_ERR_SPEC_UNKNOWN_KEY, "ext");
 }
 
 static bool test_spec_bad_value(void) {
@@ -74,7 +81,9 @@ static bool test_spec_bad_value(void) {
         {"flock:/tmp/x?warn=2", "warn"},        {"lockfile:/tmp/x?wafter=0", "wafter"},
         {"mkdir:/tmp/x?wmin=later", "wmin"},    {"lockfile:/tmp/x?format=%25q", "format"},
         {"lockfile:/tmp/x?ext=a%2Fb", "ext"},   {"lockfile:/tmp/x?format=%25f.l&ext=.l", "ext"},
-        {"lockfile:/tmp/x?ttl=1%zzs", "ttl"},
+        {"lockfile:/tmp/x?ttl=1%zzs", "ttl"},   {"lease:/tmp/x?signal=HUP", "signal"},
+        {"lease:/tmp/x?signal=term", "signal"}, {"symlink:/tmp/x?ttl=forever", "ttl"},
+        {"toplock:/tmp/x?stale=maybe", "stale"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!open_fails(cases[i].spec, LOCK_ERR_SPEC_BAD_VALUE, cases[i].key)) return false;
@@ -88,8 +97,8 @@ static bool test_spec_duplicate_key(void) {
            open_fails("lockfile:/tmp/x?nfs=1&mode=0644&nfs=0", LOCK_ERR_SPEC_DUPLICATE_KEY, "nfs");
 }
 
-/* A target longer than PATH_MAX, one whose derived paths (.lock, .guard)
- * are, and a path component longer than NAME_MAX. */
+/* A target longer than PATH_MAX, one whose derived paths (.lock, .guard,
+ * .tmp, .new, .compact) are, and a path component longer than NAME_MAX. */
 static bool test_path_too_long(void) {
     static char spec[6000];
     for (size_t i = 0; i < STRATEGY_COUNT; i++) {
@@ -98,13 +107,27 @@ static bool test_path_too_long(void) {
         spec[n + 5000] = '\0';
         if (!open_fails(spec, LOCK_ERR_PATH_TOO_LONG, NULL)) return false;
     }
-    /* 4090 bytes fit; with ".lock" (lockfile) or ".guard" (mkdir) they do not */
-    for (size_t i = 0; i < 2; i++) {
-        int n = snprintf(spec, sizeof spec, "%s:", STRATEGIES[i].name);
+    /* 4090 bytes fit; with ".lock" (lockfile), ".guard" (mkdir, symlink) or
+     * ".compact" (toplock) they do not. flock and lease derive no path: the
+     * target is the lock, so lock_open takes it and the missing directories
+     * are found when the lock is used. */
+    for (size_t i = 0; i < STRATEGY_COUNT; i++) {
+        const struct strategy *s = &STRATEGIES[i];
+        harness_context = s->name;
+        bool derives = strcmp(s->name, "flock") != 0 && strcmp(s->name, "lease") != 0;
+        int n = snprintf(spec, sizeof spec, "%s:", s->name);
         for (int j = 0; j < 4090; j++) spec[n + j] = (j % 200 == 0) ? '/' : 'a';
         spec[n + 4090] = '\0';
-        if (!open_fails(spec, LOCK_ERR_PATH_TOO_LONG, NULL)) return false;
+        if (derives) {
+            if (!open_fails(spec, LOCK_ERR_PATH_TOO_LONG, NULL)) return false;
+        } else {
+            lock_handle *h = NULL;
+            CHECK_RC(lock_open(spec, &h), LOCK_OK);
+            CHECK_RC(lock_try_acquire(h, NULL), LOCK_ERR_NOT_FOUND);
+            lock_close(h);
+        }
     }
+    harness_context = NULL;
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "long-name"));
     for (size_t i = 0; i < STRATEGY_COUNT; i++) {
@@ -355,6 +378,10 @@ static bool test_null_arguments(void) {
     CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on LOCK_ERR_NULL_ARGUMENT");
     CHECK_RC(lock_release(NULL, 0), LOCK_ERR_NULL_ARGUMENT);
     CHECK_RC(lock_prolong(NULL, 0), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_commit(NULL, "/nonexistent/temp", "/nonexistent/target"), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_commit(NULL, NULL, NULL), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_autorenew(NULL, NULL, NULL), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_autorenew_stop(NULL), LOCK_ERR_NULL_ARGUMENT);
     lock_info info, before;
     memset(&info, 0x5A, sizeof info);
     before = info;
@@ -384,6 +411,10 @@ static bool test_null_arguments(void) {
     CHECK_RC(lock_open(spec, &h), LOCK_OK);
     CHECK(h != NULL && h != SENTINEL_HANDLE);
     CHECK_RC(lock_inspect(h, NULL), LOCK_ERR_NULL_ARGUMENT);
+    /* lock_commit's paths are required, held lock or not (strategies.c
+     * checks them while the lock is held) */
+    CHECK_RC(lock_commit(h, NULL, "/nonexistent/target"), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_commit(h, "/nonexistent/temp", NULL), LOCK_ERR_NULL_ARGUMENT);
     len = 4242;
     CHECK_RC(lock_path(h, NULL, 100, &len), LOCK_ERR_NULL_ARGUMENT);
     CHECK_MSG(len == 4242, "len_out written on LOCK_ERR_NULL_ARGUMENT");
@@ -531,7 +562,12 @@ static bool test_handle_in_use(void) {
     lock_info untouched = info;
     char path[64];
     memset(path, '#', sizeof path);
-    lock_result results[7];
+    char temp[HARNESS_PATH_MAX], target[HARNESS_PATH_MAX];
+    path_join(temp, sizeof temp, dir, "commit.tmp");
+    path_join(target, sizeof target, dir, "commit.txt");
+    CHECK(write_text(temp, "new\n"));
+    bool was_held = true;
+    lock_result results[11];
     results[0] = lock_try_acquire(h, &fence);
     results[1] = lock_acquire(h, 0, &fence);
     results[2] = lock_release(h, 0);
@@ -539,6 +575,10 @@ static bool test_handle_in_use(void) {
     results[4] = lock_inspect(h, &info);
     results[5] = lock_path(h, path, sizeof path, NULL);
     results[6] = lock_set_warning(h, NULL, NULL);
+    results[7] = lock_commit(h, temp, target);
+    results[8] = lock_autorenew(h, NULL, NULL);
+    results[9] = lock_autorenew_stop(h);
+    results[10] = lock_break(h, &was_held);
     lock_result released = lock_release(holder, 0);
     write_exact(state.proceed[1], "x", 1);
     CHECK(pthread_join(thread, NULL) == 0);
@@ -548,8 +588,9 @@ static bool test_handle_in_use(void) {
         CHECK_MSG(results[i] == LOCK_ERR_HANDLE_IN_USE, "call %zu on a handle in use returned %s", i,
                   rc_name(results[i]));
     }
-    CHECK_MSG(fence == FENCE_SENTINEL && memcmp(&info, &untouched, sizeof info) == 0 && path[0] == '#',
+    CHECK_MSG(fence == FENCE_SENTINEL && memcmp(&info, &untouched, sizeof info) == 0 && path[0] == '#' && was_held,
               "an output was written on LOCK_ERR_HANDLE_IN_USE");
+    CHECK_MSG(path_exists(temp) && !path_exists(target), "a refused lock_commit renamed the file");
     CHECK_RC(released, LOCK_OK);
     CHECK_MSG(acquirer.rc == LOCK_OK, "the waiting thread got %s", rc_name(acquirer.rc));
     CHECK_RC(lock_inspect(h, &info), LOCK_OK);
@@ -609,11 +650,74 @@ static bool victim_untouched(const struct victim *v) {
     return true;
 }
 
+/* Sets a symlink's own mtime (never its target's) to now + `offset_s`. */
+static bool set_link_mtime(const char *path, long offset_s) {
+    struct timespec times[2];
+    clock_gettime(CLOCK_REALTIME, &times[0]);
+    times[0].tv_sec += offset_s;
+    times[1] = times[0];
+    CHECK_MSG(utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW) == 0, "utimensat(%s): %s", path,
+              strerror(errno));
+    return true;
+}
+
+/* For the symlink strategy a symlink at the lock path is what a lock is: one
+ * that is not ours is a foreign lock (IPC::Lock::WithTTL's), judged by its
+ * own mtime. Whatever it points to, that target is never followed, read or
+ * written: an unexpired one is busy, an expired one is replaced by ours. */
+static bool foreign_link_at_lock_path(const struct strategy *s, const char *dir, struct victim *v) {
+    char lock[HARNESS_PATH_MAX];
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    const char *targets[] = {v->file, v->dir, v->absent};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(symlink(targets[i], lock) == 0);
+        if (!set_link_mtime(lock, 3600)) return false;
+        lock_handle *h = NULL;
+        OPEN(h, s, dir, "ttl=100ms");
+        uint64_t fence = FENCE_SENTINEL;
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_BUSY);
+        CHECK_RC(lock_acquire(h, 100, &fence), LOCK_TIMEOUT);
+        CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on LOCK_BUSY");
+        lock_info info;
+        CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+        CHECK_MSG(info.held && !info.stale && info.owner_pid == 0 && info.fence == 0,
+                  "a foreign link to %s expiring in an hour: held %d, stale %d, pid %d", targets[i], (int)info.held,
+                  (int)info.stale, (int)info.owner_pid);
+        if (!victim_untouched(v)) return false;
+
+        /* expired: taken over; the old link is removed, not what it named */
+        if (!set_link_mtime(lock, -10)) return false;
+        CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+        CHECK_MSG(info.held && info.stale, "an expired foreign link: held %d, stale %d", (int)info.held,
+                  (int)info.stale);
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+        char seen[512];
+        ssize_t n = readlink(lock, seen, sizeof seen - 1);
+        CHECK(n > 0);
+        seen[n] = '\0';
+        CHECK_MSG(strcmp(seen, targets[i]) != 0, "the foreign link is still there after acquiring");
+        if (!victim_untouched(v)) return false;
+        CHECK_RC(lock_release(h, 0), LOCK_OK);
+
+        /* and an operator's break removes the link itself */
+        CHECK(symlink(targets[i], lock) == 0);
+        if (!set_link_mtime(lock, 3600)) return false;
+        bool was_held = false;
+        CHECK_RC(lock_break(h, &was_held), LOCK_OK);
+        CHECK(was_held && !path_exists(lock));
+        lock_close(h);
+        if (!victim_untouched(v)) return false;
+    }
+    return true;
+}
+
 /* A planted symlink at the lock path: LOCK_ERR_SYMLINK or LOCK_BUSY, never
- * followed, whatever it points to. */
+ * followed, whatever it points to. (For the symlink strategy: a foreign
+ * lock, above.) */
 static bool symlink_at_lock_path(const struct strategy *s, const char *dir) {
     struct victim v;
     if (!make_victim(&v, dir)) return false;
+    if (s->lock_kind == 'l') return foreign_link_at_lock_path(s, dir, &v);
     char lock[HARNESS_PATH_MAX];
     path_join(lock, sizeof lock, dir, s->lock_name);
     const char *targets[] = {v.file, v.dir, v.absent};
@@ -643,44 +747,90 @@ static bool test_symlink_at_lock_path(void) {
     return for_each_strategy(symlink_at_lock_path);
 }
 
+/* toplock derives one path, <queue>.compact, used only while a releaser
+ * compacts a queue file grown past 8 KiB. With a symlink planted there, lock
+ * and release until the queue file has been compacted (it then starts with
+ * its "H" header line); nothing may be written through the link. */
+static bool symlink_at_compaction_path(const struct strategy *s, const char *base) {
+    const char *targets[] = {"file", "dir", "absent"};
+    for (size_t t = 0; t < 3; t++) {
+        char dir[HARNESS_PATH_MAX], planted[HARNESS_PATH_MAX], queue[HARNESS_PATH_MAX];
+        format_into(dir, sizeof dir, "%s/compact-%zu", base, t);
+        CHECK(mkdir(dir, 0755) == 0);
+        struct victim v;
+        if (!make_victim(&v, dir)) return false;
+        const char *target = t == 0 ? v.file : t == 1 ? v.dir : v.absent;
+        path_join(queue, sizeof queue, dir, s->lock_name);
+        format_into(planted, sizeof planted, "%s.compact", queue);
+        CHECK(symlink(target, planted) == 0);
+        lock_handle *h = NULL;
+        OPEN(h, s, dir, NULL);
+        bool compacted = false;
+        int cycles = 0;
+        while (!compacted && cycles < 500) {
+            cycles++;
+            CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+            CHECK_RC(lock_release(h, 0), LOCK_OK);
+            char head[4] = "";
+            CHECK(read_file(queue, head, sizeof head) > 0);
+            compacted = strncmp(head, "H 1", 3) == 0;
+        }
+        lock_close(h);
+        CHECK_MSG(compacted, "the queue file was not compacted after %d cycles", cycles);
+        if (!victim_untouched(&v)) {
+            harness_fail(__FILE__, __LINE__, "(the symlink was at %s, to %s)", planted, targets[t]);
+            return false;
+        }
+        CHECK_MSG(!path_exists(planted), "%s remains after compaction", planted);
+    }
+    return true;
+}
+
 /* Symlinks planted at the paths a lock derives (guard, temp file, staging
- * directory): whatever the call answers, nothing is written through them. */
-static bool test_symlinks_at_derived_paths(void) {
-    for (size_t i = 0; i < STRATEGY_COUNT; i++) {
-        const struct strategy *s = &STRATEGIES[i];
-        if (s->guard_name == NULL) continue; /* flock derives no path */
-        harness_context = s->name;
-        const char *names[] = {s->guard_name, s->staging_name};
-        for (size_t n = 0; n < 2; n++) {
-            char dir[HARNESS_PATH_MAX], planted[HARNESS_PATH_MAX];
-            CHECK(make_temp_dir(dir, sizeof dir, "derived"));
-            struct victim v;
-            if (!make_victim(&v, dir)) return false;
-            path_join(planted, sizeof planted, dir, names[n]);
-            const char *targets[] = {v.file, v.dir, v.absent};
-            for (size_t t = 0; t < 3; t++) {
-                CHECK(symlink(targets[t], planted) == 0);
-                lock_handle *h = NULL;
-                OPEN(h, s, dir, NULL);
-                lock_result rc = lock_try_acquire(h, NULL);
-                char message[512];
-                last_error(message, sizeof message);
-                CHECK_MSG(rc == LOCK_OK || rc == LOCK_BUSY || rc == LOCK_ERR_SYMLINK,
-                          "a symlink at %s: lock_try_acquire returned %s (\"%s\")", names[n], rc_name(rc), message);
-                if (rc == LOCK_OK) CHECK_RC(lock_release(h, 0), LOCK_OK);
-                lock_info info;
-                lock_inspect(h, &info);
-                lock_close(h);
-                if (!victim_untouched(&v)) {
-                    harness_fail(__FILE__, __LINE__, "(the symlink was at %s, to %s)", names[n], targets[t]);
-                    return false;
-                }
-                unlink(planted);
+ * directory, compaction file): whatever the call answers, nothing is written
+ * through them. */
+static bool symlinks_at_derived_paths(const struct strategy *s, const char *base) {
+    if (strcmp(s->name, "toplock") == 0) return symlink_at_compaction_path(s, base);
+    if (s->guard_name == NULL && s->staging_name == NULL) {
+        SKIP_STRATEGY(s, "derives no path: the %s file is the lock and keeps all its state (its own symlink case is "
+                         "test_symlink_at_lock_path)",
+                      s->name);
+    }
+    const char *names[] = {s->guard_name, s->staging_name};
+    for (size_t n = 0; n < 2; n++) {
+        CHECK(names[n] != NULL);
+        char dir[HARNESS_PATH_MAX], planted[HARNESS_PATH_MAX];
+        format_into(dir, sizeof dir, "%s/derived-%zu", base, n);
+        CHECK(mkdir(dir, 0755) == 0);
+        struct victim v;
+        if (!make_victim(&v, dir)) return false;
+        path_join(planted, sizeof planted, dir, names[n]);
+        const char *targets[] = {v.file, v.dir, v.absent};
+        for (size_t t = 0; t < 3; t++) {
+            CHECK(symlink(targets[t], planted) == 0);
+            lock_handle *h = NULL;
+            OPEN(h, s, dir, NULL);
+            lock_result rc = lock_try_acquire(h, NULL);
+            char message[512];
+            last_error(message, sizeof message);
+            CHECK_MSG(rc == LOCK_OK || rc == LOCK_BUSY || rc == LOCK_ERR_SYMLINK,
+                      "a symlink at %s: lock_try_acquire returned %s (\"%s\")", names[n], rc_name(rc), message);
+            if (rc == LOCK_OK) CHECK_RC(lock_release(h, 0), LOCK_OK);
+            lock_info info;
+            lock_inspect(h, &info);
+            lock_close(h);
+            if (!victim_untouched(&v)) {
+                harness_fail(__FILE__, __LINE__, "(the symlink was at %s, to %s)", names[n], targets[t]);
+                return false;
             }
+            unlink(planted);
         }
     }
-    harness_context = NULL;
     return true;
+}
+
+static bool test_symlinks_at_derived_paths(void) {
+    return for_each_strategy(symlinks_at_derived_paths);
 }
 
 /* Something that is not a lock of this scheme where the lock belongs. */
@@ -704,15 +854,16 @@ static bool not_a_lock_at(const struct strategy *s, const char *dir, const char 
 static bool not_a_lock(const struct strategy *s, const char *dir) {
     char lock[HARNESS_PATH_MAX], inside[HARNESS_PATH_MAX];
     path_join(lock, sizeof lock, dir, s->lock_name);
-    bool wants_dir = strcmp(s->name, "mkdir") == 0;
-    if (wants_dir) {
-        /* a regular file where the lock directory belongs */
+    if (s->lock_kind != 'f') {
+        /* a regular file where the lock directory or link belongs */
         CHECK(write_text(lock, "not a lock\n"));
         if (!not_a_lock_at(s, dir, "a regular file")) return false;
         char content[64];
         CHECK_MSG(read_file(lock, content, sizeof content) == 11, "the file at the lock path was changed");
-    } else {
-        /* a directory where the lock file belongs, with something inside */
+        unlink(lock);
+    }
+    if (s->lock_kind != 'd') {
+        /* a directory where the lock file or link belongs, with something inside */
         CHECK(mkdir(lock, 0755) == 0);
         path_join(inside, sizeof inside, lock, "inside");
         CHECK(write_text(inside, "x\n"));
@@ -720,14 +871,14 @@ static bool not_a_lock(const struct strategy *s, const char *dir) {
         CHECK_MSG(path_exists(inside), "the directory at the lock path was emptied");
         remove_tree(lock);
     }
-    if (wants_dir) unlink(lock);
     /* a fifo: refused without blocking (the case runs under alarm()) */
     CHECK(mkfifo(lock, 0644) == 0);
     if (!not_a_lock_at(s, dir, "a fifo")) return false;
     struct stat st;
     CHECK_MSG(lstat(lock, &st) == 0 && S_ISFIFO(st.st_mode), "the fifo was removed");
     unlink(lock);
-    /* the guard path holding a directory */
+    /* the guard path holding a directory (flock, lease and toplock have no
+     * guard: the fifo and the directory above were at their only file) */
     if (s->guard_name != NULL) {
         char guard[HARNESS_PATH_MAX];
         path_join(guard, sizeof guard, dir, s->guard_name);
@@ -765,7 +916,8 @@ static bool test_not_a_lock(void) {
  * from acquire and inspect, the file left as it is, lock_break recovers,
  * and a corrupt record past the TTL by age is broken like any stale lock.
  * For flock the record follows the state line in the locked file itself:
- * garbage there is a corrupt guard. */
+ * garbage there is a corrupt guard. lease and toplock keep their fence in
+ * the record itself and differ (below); symlink has no record file. */
 static bool write_record(const struct strategy *s, const char *dir, const char *content, size_t len, char *record,
                          size_t record_len) {
     char lock[HARNESS_PATH_MAX];
@@ -777,9 +929,20 @@ static bool write_record(const struct strategy *s, const char *dir, const char *
         format_into(record, record_len, "%s", lock);
         unlink(record);
     }
-    /* lockfile and mkdir records are read-only; flock's file is opened for writing */
-    CHECK(write_file(record, content, len, s->guard_name != NULL ? 0444 : 0644));
+    /* lockfile and mkdir records are read-only; the files that stay (flock,
+     * lease, toplock) are opened for writing */
+    CHECK(write_file(record, content, len, s->lock_file_stays ? 0644 : 0444));
     return true;
+}
+
+/* What lock_break does to a corrupt record: removes it (lockfile, mkdir),
+ * refuses with the same code, leaving it (lease: the fence is in it), or is
+ * not offered at all (flock). */
+enum corrupt_break { BREAK_RECOVERS, BREAK_REFUSES, BREAK_UNSUPPORTED };
+
+static enum corrupt_break corrupt_break_of(const struct strategy *s) {
+    if (s->ttl_is_advisory) return BREAK_UNSUPPORTED;
+    return s->lock_file_stays ? BREAK_REFUSES : BREAK_RECOVERS;
 }
 
 static bool corrupt_is(const struct strategy *s, const char *dir, const char *content, size_t len,
@@ -794,7 +957,8 @@ static bool corrupt_is(const struct strategy *s, const char *dir, const char *co
     CHECK_RC(lock_acquire(h, 5000, &fence), expected); /* an error, not a wait */
     CHECK_RC(lock_try_acquire(other, &fence), expected); /* the failure left nothing held */
     CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on %s", rc_name(expected));
-    if (s->guard_name != NULL) {
+    enum corrupt_break breaking = corrupt_break_of(s);
+    if (breaking != BREAK_UNSUPPORTED) {
         lock_info info, untouched;
         memset(&info, 0x5A, sizeof info);
         untouched = info;
@@ -804,13 +968,23 @@ static bool corrupt_is(const struct strategy *s, const char *dir, const char *co
     static char after[2048];
     ssize_t n = read_file(record, after, sizeof after);
     CHECK_MSG(n == (ssize_t)len && memcmp(after, content, len) == 0, "the corrupt record was changed");
-    if (s->guard_name != NULL) {
+    if (breaking == BREAK_RECOVERS) {
         bool was_held = false;
         CHECK_RC(lock_break(h, &was_held), LOCK_OK);
         CHECK(was_held);
         CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
         CHECK_RC(lock_release(h, 0), LOCK_OK);
     } else {
+        if (breaking == BREAK_REFUSES) {
+            bool was_held = true;
+            CHECK_RC(lock_break(h, &was_held), expected);
+            CHECK_MSG(was_held, "was_held written on %s", rc_name(expected));
+            n = read_file(record, after, sizeof after);
+            CHECK_MSG(n == (ssize_t)len && memcmp(after, content, len) == 0, "lock_break changed the corrupt record");
+        }
+        unlink(record); /* the operator's way out */
+        CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+        CHECK_RC(lock_release(h, 0), LOCK_OK);
         unlink(record);
     }
     lock_close(h);
@@ -818,7 +992,134 @@ static bool corrupt_is(const struct strategy *s, const char *dir, const char *co
     return true;
 }
 
+/* lease: one fixed-length line holding owner, expiry and fence. A corrupt
+ * one is refused by every call, lock_break included: rewriting it would lose
+ * the fence, so only an operator removes it. Its expiry is a field of the
+ * record, never the file's mtime, so no age makes a corrupt lease stale. */
+static bool corrupt_lease(const struct strategy *s, const char *dir) {
+    static char long_record[700];
+    memset(long_record, '7', sizeof long_record);
+    long_record[sizeof long_record - 1] = '\n';
+    if (!corrupt_is(s, dir, "garbage\n", 8, LOCK_ERR_CORRUPT_RECORD)) return false;
+    if (!corrupt_is(s, dir, "\xff\xfe\x00\x01 binary", 12, LOCK_ERR_CORRUPT_RECORD)) return false;
+    /* Longer than the 256 bytes of every lease record. */
+    if (!corrupt_is(s, dir, long_record, sizeof long_record, LOCK_ERR_RECORD_TOO_LONG)) return false;
+    char record[HARNESS_PATH_MAX];
+
+    /* a real lease, held and then cut short; and one free, cut short */
+    char lease[HARNESS_PATH_MAX], real[1024];
+    path_join(lease, sizeof lease, dir, s->lock_name);
+    for (int held = 1; held >= 0; held--) {
+        lock_handle *h = NULL;
+        OPEN(h, s, dir, "ttl=1h");
+        CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+        if (!held) CHECK_RC(lock_release(h, 0), LOCK_OK);
+        ssize_t real_len = read_file(lease, real, sizeof real);
+        CHECK_MSG(real_len == 256 && real[255] == '\n', "the lease file is %zd bytes", real_len);
+        lock_close(h); /* releases the held one (with the file still intact) */
+        if (!corrupt_is(s, dir, real, 100, LOCK_ERR_CORRUPT_RECORD)) return false;
+    }
+
+    /* corrupt and an hour old: still refused, not broken by age */
+    if (!write_record(s, dir, "garbage\n", 8, record, sizeof record)) return false;
+    struct timespec old[2];
+    clock_gettime(CLOCK_REALTIME, &old[0]);
+    old[0].tv_sec -= 3600;
+    old[1] = old[0];
+    CHECK(utimensat(AT_FDCWD, record, old, AT_SYMLINK_NOFOLLOW) == 0);
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, "ttl=10s");
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_ERR_CORRUPT_RECORD);
+    lock_close(h);
+    unlink(record);
+    return true;
+}
+
+/* toplock: an append-only log, read by replaying it. A line that does not
+ * parse is an append torn by a writer killed inside write(2): it is skipped,
+ * never an error, and never removed. What cannot be a torn append is
+ * corrupt: a header line ("H", written only by compaction at offset 0)
+ * anywhere else. A file past the replay buffer (16 KiB) is too long. Calls
+ * that append (try_acquire appends its request) may add lines after the
+ * damage, but never change what is there. */
+static bool queue_starts_with(const char *queue, const char *content, size_t len) {
+    static char now[32 * 1024];
+    ssize_t n = read_file(queue, now, sizeof now);
+    CHECK_MSG(n >= (ssize_t)len && memcmp(now, content, len) == 0, "the queue file's first %zu bytes were changed",
+              len);
+    return true;
+}
+
+static bool corrupt_queue(const struct strategy *s, const char *dir) {
+    char queue[HARNESS_PATH_MAX];
+    path_join(queue, sizeof queue, dir, s->lock_name);
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, s, dir, NULL);
+    OPEN(other, s, dir, NULL);
+
+    /* a torn line, complete or the last one without its newline: skipped */
+    const char *torn[] = {"garbage\n", "R 0123456789abcdef\n", "R 0123456789abcdef"};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(write_file(queue, torn[i], strlen(torn[i]), 0644));
+        uint64_t fence = 0;
+        /* the unterminated line swallows the first request appended after
+         * it, which the requester then sees missing and makes again: one
+         * lock_acquire, not one try */
+        CHECK_RC(lock_acquire(h, 5000, &fence), LOCK_OK);
+        CHECK_MSG(fence > 0, "fence %" PRIu64, fence);
+        CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
+        lock_info info;
+        CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+        CHECK_MSG(info.held && info.fence == fence && info.queue_length == 1,
+                  "after a torn line %zu: held %d, fence %" PRIu64 " (got %" PRIu64 "), queue %" PRIu32, i,
+                  (int)info.held, info.fence, fence, info.queue_length);
+        CHECK_RC(lock_release(h, 0), LOCK_OK);
+        if (!queue_starts_with(queue, torn[i], strlen(torn[i]))) return false;
+        unlink(queue);
+    }
+
+    /* a header line after the start: corrupt, for every call */
+    static const char misplaced[] = "garbage\nH 1 0 0 0 0 0\n";
+    size_t len = sizeof misplaced - 1;
+    CHECK(write_file(queue, misplaced, len, 0644));
+    uint64_t fence = FENCE_SENTINEL;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_CORRUPT_RECORD);
+    int64_t start = mono_ms();
+    CHECK_RC(lock_acquire(h, 5000, &fence), LOCK_ERR_CORRUPT_RECORD);
+    CHECK_MSG(mono_ms() - start < 2500, "lock_acquire waited on LOCK_ERR_CORRUPT_RECORD");
+    CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on LOCK_ERR_CORRUPT_RECORD");
+    lock_info info, untouched;
+    memset(&info, 0x5A, sizeof info);
+    untouched = info;
+    CHECK_RC(lock_inspect(other, &info), LOCK_ERR_CORRUPT_RECORD);
+    CHECK_MSG(memcmp(&info, &untouched, sizeof info) == 0, "info_out written on LOCK_ERR_CORRUPT_RECORD");
+    bool was_held = true;
+    CHECK_RC(lock_break(other, &was_held), LOCK_ERR_CORRUPT_RECORD);
+    CHECK(was_held);
+    if (!queue_starts_with(queue, misplaced, len)) return false;
+    unlink(queue);
+
+    /* larger than any queue the library keeps */
+    static char huge[17 * 1024];
+    for (size_t i = 0; i < sizeof huge; i++) huge[i] = (i % 64 == 63) ? '\n' : 'g';
+    CHECK(write_file(queue, huge, sizeof huge, 0644));
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_RECORD_TOO_LONG);
+    CHECK_RC(lock_inspect(other, &info), LOCK_ERR_RECORD_TOO_LONG);
+    if (!queue_starts_with(queue, huge, sizeof huge)) return false;
+    unlink(queue);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
 static bool corrupt_record(const struct strategy *s, const char *dir) {
+    if (s->lock_kind == 'l') {
+        SKIP_STRATEGY(s, "a symlink lock has no record file: its record is the link's target, and a target that does "
+                         "not parse is a foreign lock judged by the link's mtime (test_symlink_at_lock_path; "
+                         "test_foreign_locks in api.c); anything but a link there is test_not_a_lock's");
+    }
+    if (strcmp(s->name, "lease") == 0) return corrupt_lease(s, dir);
+    if (strcmp(s->name, "toplock") == 0) return corrupt_queue(s, dir);
     static char long_record[700];
     memset(long_record, '7', sizeof long_record);
     long_record[sizeof long_record - 1] = '\n';
@@ -877,8 +1178,8 @@ static bool test_corrupt_record(void) {
  * LOCK_ERR_CORRUPT_GUARD, never silently reset (that would lose the fence). */
 static bool corrupt_guard(const struct strategy *s, const char *dir) {
     if (s->guard_name == NULL) {
-        /* flock keeps that state in the locked file: covered by test_corrupt_record */
-        return true;
+        SKIP_STRATEGY(s, "no guard file: %s keeps fence and cooldown in %s (test_corrupt_record)", s->name,
+                      strcmp(s->name, "toplock") == 0 ? "the queue log it replays" : "the lock file itself");
     }
     char guard[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX], valid[256];
     path_join(guard, sizeof guard, dir, s->guard_name);

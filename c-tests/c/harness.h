@@ -1,12 +1,14 @@
 /*
- * harness.h: what the C test programs (api.c, errors.c, counter.c) share.
+ * harness.h: what the C test programs (api.c, errors.c, strategies.c,
+ * counter.c) share.
  *
  * Style of regex-capi's ctest/test.c and rustls-ffi's tests: one
  * `static bool test_xxx(void)` per case, a table of cases, and for each case
- * one line `PASSED test_xxx` or `FAILED test_xxx: <why>`; main exits 1 if any
- * case failed. `why` names file and line of the failed check and, for a
- * lock_* call, the code it returned, its lock_strerror text and
- * lock_last_error_message.
+ * one line `PASSED test_xxx` or `FAILED test_xxx: <why>` (or `SKIPPED
+ * test_xxx: <why>`); main exits 1 if any case failed. `why` names file and
+ * line of the failed check and, for a lock_* call, the code it returned, its
+ * lock_strerror text and lock_last_error_message. A per-strategy case that
+ * does not apply to one strategy prints `    skipped for <strategy>: <why>`.
  *
  * Everything here is `static` (one copy per program) and marked unused so
  * that a program that needs only part of it compiles under -Werror.
@@ -349,19 +351,43 @@ HARNESS_UNUSED static bool make_temp_dir(char *out, size_t len, const char *tag)
 /* Strategies and specs                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* What each strategy keeps where, so that a case can check its own files.
+ *
+ *   lockfile  data.txt.lock (a file holding the owner record), beside it the
+ *             guard data.txt.lock.guard (fence, cooldown); built as .tmp.
+ *   mkdir     lockdir/ (a directory holding the owner record), guard
+ *             lockdir.guard; built as lockdir.new.
+ *   flock     the kernel lock on `lockfile`, which keeps fence, cooldown and
+ *             record itself; never broken, its TTL is advisory.
+ *   symlink   a symbolic link whose target is the owner record and whose own
+ *             mtime is the expiry; guard <lock>.guard; built as <lock>.tmp.
+ *             A link at that path that is not ours is a foreign lock, judged
+ *             by its mtime.
+ *   lease     one lease file holding owner, expiry and fence (or "free, not
+ *             before"), read and rewritten under a short flock of itself; no
+ *             guard, no temporary path; the file stays.
+ *   toplock   an append-only queue file (requests, grants, releases); fence
+ *             and cooldown are replayed from it; no guard; the file stays.
+ *             It is compacted through <lock>.compact once it grows past 8 KiB.
+ */
 struct strategy {
     const char *name;         /* the spec's scheme */
     const char *target;       /* the spec's target, relative to the case directory */
     const char *lock_name;    /* the path that is the lock (lock_path) */
-    const char *guard_name;   /* the guard file; NULL: flock keeps that state in the lock file */
+    const char *guard_name;   /* the guard file <lock>.guard, or NULL: the lock file keeps that state itself */
     const char *staging_name; /* where a lock is built before it is moved into place, or NULL */
-    bool ttl_is_advisory;     /* flock: a live holder's lock is never taken, TTL or not */
+    char lock_kind;           /* what is at lock_name while held: 'f' file, 'd' directory, 'l' symlink */
+    bool lock_file_stays;     /* the lock path remains after release (flock, lease, toplock) */
+    bool ttl_is_advisory;     /* flock: a live holder's lock is never taken, TTL or not, nor broken */
 };
 
 HARNESS_UNUSED static const struct strategy STRATEGIES[] = {
-    {"lockfile", "data.txt", "data.txt.lock", "data.txt.lock.guard", "data.txt.lock.tmp", false},
-    {"mkdir", "lockdir", "lockdir", "lockdir.guard", "lockdir.new", false},
-    {"flock", "lockfile", "lockfile", NULL, NULL, true},
+    {"lockfile", "data.txt", "data.txt.lock", "data.txt.lock.guard", "data.txt.lock.tmp", 'f', false, false},
+    {"mkdir", "lockdir", "lockdir", "lockdir.guard", "lockdir.new", 'd', false, false},
+    {"flock", "lockfile", "lockfile", NULL, NULL, 'f', true, true},
+    {"symlink", "resource.lk", "resource.lk", "resource.lk.guard", "resource.lk.tmp", 'l', false, false},
+    {"lease", "lease.db", "lease.db", NULL, NULL, 'f', true, false},
+    {"toplock", "queue.log", "queue.log", NULL, NULL, 'f', true, false},
 };
 #define STRATEGY_COUNT (sizeof STRATEGIES / sizeof STRATEGIES[0])
 
@@ -391,12 +417,35 @@ HARNESS_UNUSED static lock_result open_lock(const struct strategy *s, const char
 /* Opens a handle or fails the case. */
 #define OPEN(handle, s, dir, options) CHECK_RC(open_lock((s), (dir), (options), &(handle)), LOCK_OK)
 
+/* A per-strategy case that does not apply to one strategy says why with
+ * SKIP_STRATEGY(s, reason...) and returns; the line is printed at once, and
+ * a case skipped for every strategy is reported SKIPPED, never PASSED. */
+static unsigned harness_strategy_skips;
+
+HARNESS_UNUSED HARNESS_PRINTF(2, 3) static void harness_note_skip(const char *strategy, const char *fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    printf("    skipped for %s: %s\n", strategy, text);
+    fflush(stdout);
+    harness_strategy_skips++;
+}
+
+#define SKIP_STRATEGY(s, ...)                                                                                          \
+    do {                                                                                                               \
+        harness_note_skip((s)->name, __VA_ARGS__);                                                                     \
+        return true;                                                                                                   \
+    } while (0)
+
 /* Runs `body` once per strategy, each in a fresh directory, and passes only
  * if it passes for all of them; failures are tagged with the strategy. */
 typedef bool (*strategy_body)(const struct strategy *s, const char *dir);
 
 HARNESS_UNUSED static bool for_each_strategy(strategy_body body) {
     bool ok = true;
+    size_t ran = 0;
     for (size_t i = 0; i < STRATEGY_COUNT; i++) {
         char dir[HARNESS_PATH_MAX];
         harness_context = STRATEGIES[i].name;
@@ -405,9 +454,12 @@ HARNESS_UNUSED static bool for_each_strategy(strategy_body body) {
             ok = false;
             continue;
         }
+        unsigned skips = harness_strategy_skips;
         if (!body(&STRATEGIES[i], dir)) ok = false;
+        if (harness_strategy_skips == skips) ran++;
     }
     harness_context = NULL;
+    if (ok && ran == 0) snprintf(harness_skip_reason, sizeof harness_skip_reason, "skipped for every strategy");
     return ok;
 }
 

@@ -1,11 +1,12 @@
-//! Runs the C test programs (c/api.c, c/errors.c, c/counter.c, each linked
-//! with the library as a `c_<stem>` binary) and checks what they report:
-//! exit status 0, at least one `PASSED` line and no `FAILED` line. On failure
-//! the program's whole output is shown.
+//! Runs the C test programs (c/api.c, c/errors.c, c/strategies.c,
+//! c/counter.c, each linked with the library as a `c_<stem>` binary) and
+//! checks what they report: exit status 0, at least one `PASSED` line and no
+//! `FAILED` line. On failure the program's whole output is shown.
 //!
-//! If `valgrind` is on PATH, c_api and c_errors run once more under memcheck
-//! (`--error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite`);
-//! otherwise that test says it was skipped. CI installs valgrind.
+//! If `valgrind` is on PATH, c_api, c_errors and c_strategies run once more
+//! under memcheck (`--error-exitcode=99 --leak-check=full
+//! --errors-for-leak-kinds=definite`); otherwise that test says it was
+//! skipped. CI installs valgrind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -38,12 +39,27 @@ fn c_errors() {
 }
 
 #[test]
+fn c_strategies() {
+    let stdout = check("c_strategies", Command::new(env!("CARGO_BIN_EXE_c_strategies")));
+    // The strategy-specific cases must have run, not been skipped.
+    for case in ["test_symlink_touch_extends", "test_lease_signal_option", "test_toplock_fifo"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&format!("PASSED {case} "))),
+            "c_strategies did not pass {case}:\n{stdout}"
+        );
+    }
+}
+
+/// The strategies every per-strategy case and the counter run for.
+const STRATEGIES: [&str; 6] = ["lockfile", "mkdir", "flock", "symlink", "lease", "toplock"];
+
+#[test]
 fn c_counter() {
     // The full run: every strategy, 16 processes x 200 cycles.
     let mut command = Command::new(env!("CARGO_BIN_EXE_c_counter"));
     command.env_remove("LOCKFFI_COUNTER_PROCESSES").env_remove("LOCKFFI_COUNTER_CYCLES");
     let stdout = check("c_counter", command);
-    for strategy in ["lockfile", "mkdir", "flock"] {
+    for strategy in STRATEGIES {
         assert!(
             stdout.lines().any(|l| l == format!("PASSED test_counter_{strategy}")),
             "c_counter did not pass {strategy}:\n{stdout}"
@@ -66,13 +82,20 @@ fn is_executable(path: &Path) -> bool {
 }
 
 #[test]
-fn c_api_and_c_errors_under_valgrind() {
+fn c_api_c_errors_and_c_strategies_under_valgrind() {
     let Some(valgrind) = find_on_path("valgrind") else {
-        println!("skipped: valgrind not installed (CI installs it); c_api and c_errors were not run under memcheck");
+        println!(
+            "skipped: valgrind not installed (CI installs it); c_api, c_errors and c_strategies were not run under \
+             memcheck"
+        );
         eprintln!("skipped: valgrind not installed");
         return;
     };
-    for (name, program) in [("c_api", env!("CARGO_BIN_EXE_c_api")), ("c_errors", env!("CARGO_BIN_EXE_c_errors"))] {
+    for (name, program) in [
+        ("c_api", env!("CARGO_BIN_EXE_c_api")),
+        ("c_errors", env!("CARGO_BIN_EXE_c_errors")),
+        ("c_strategies", env!("CARGO_BIN_EXE_c_strategies")),
+    ] {
         let mut command = Command::new(&valgrind);
         command.args([
             "--quiet",

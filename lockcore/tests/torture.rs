@@ -20,6 +20,9 @@
 //! ```sh
 //! LOCK_TORTURE_SECTIONS=100000 cargo test --release -p lockcore --test torture -- --nocapture
 //! ```
+//!
+//! `LOCK_TORTURE_STRATEGIES=toplock,lease` limits a run to some strategies;
+//! `LOCK_TORTURE_SEED` repeats a run's fault schedule.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -481,7 +484,9 @@ fn every_strategy_survives_the_torture() {
     println!("| strategy | sections | counter | kill holder | kill waiter | kill anywhere | pause | overlaps | fence refusals | overtaken pauses | worst recovery |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut failures = Vec::new();
-    for &scheme in Scheme::ALL {
+    // LOCK_TORTURE_STRATEGIES=toplock,lease runs only those.
+    let only = std::env::var("LOCK_TORTURE_STRATEGIES").unwrap_or_default();
+    for &scheme in Scheme::ALL.iter().filter(|s| only.is_empty() || only.split(',').any(|o| o == s.name())) {
         let r = run(scheme, sections, &mut rng);
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2?} |",

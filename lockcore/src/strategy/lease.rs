@@ -138,6 +138,9 @@ impl LeaseState {
 fn read(file: &LockedFile<'_>) -> Result<LeaseState, Error> {
     let mut bytes = [0u8; LEASE_RECORD_LEN + 1];
     let n = sys::pread_full(file.fd, &mut bytes, 0).map_err(Error::Os)?;
+    if n > LEASE_RECORD_LEN {
+        return Err(Error::Corrupt(CorruptKind::RecordTooLong));
+    }
     LeaseState::parse(&bytes[..n])
 }
 

@@ -12,6 +12,7 @@
 //! D <nonce> <t> <not before>                     done: released (with cooldown) or abandoned
 //! X <nonce> <t>                                  skip: the requester was found dead
 //! B <nonce> <t>                                  broken by an operator
+//! K <n>                                          n sequence numbers skipped (after a compaction)
 //! ```
 //!
 //! Times are Unix nanoseconds. Replay walks the lines in file order with a
@@ -29,11 +30,12 @@
 //!
 //! The fencing token is the request's sequence number: requests are granted
 //! in order, so grants see increasing numbers. When the file grows past
-//! [`COMPACT_AT`], a releaser rewrites it under an exclusive flock, dropping
-//! the finished prefix and keeping every line from the first pending request
-//! on, with the replay state of the dropped part in the header. Appenders and
-//! readers hold a shared flock and check that the path still names their file,
-//! so no request is appended to a file that is being replaced.
+//! [`COMPACT_AT`], whoever reads it next rewrites it under an exclusive flock:
+//! the header carries the replay state, then each pending request (its own
+//! `R` line, a `K` line for the sequence numbers of finished requests before
+//! it, and its grant), so no waiter loses its place or its number. Appenders
+//! and readers hold a shared flock and check that the path still names their
+//! file, so no line is appended to a file that is being replaced.
 
 use core::fmt::Write;
 use core::time::Duration;
@@ -108,9 +110,26 @@ struct Request {
     since: i64,
     grant: Grant,
     done: bool,
+    /// Why it is done, when it is.
+    ended: Ended,
 }
 
-const EMPTY_REQUEST: Request = Request { nonce: Nonce(0), offset: 0, seq: 0, since: 0, grant: Grant::No, done: true };
+/// How a request left the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Pending,
+    /// Its requester released it or gave up (`D`).
+    Done,
+    /// It ran past its grant (or, ungranted, past `ttl`) with others waiting.
+    Expired,
+    /// Its requester was found dead (`X`).
+    Dead,
+    /// An operator broke it (`B`).
+    Broken,
+}
+
+const EMPTY_REQUEST: Request =
+    Request { nonce: Nonce(0), offset: 0, seq: 0, since: 0, grant: Grant::No, done: true, ended: Ended::Done };
 
 /// One parsed line.
 enum Line {
@@ -120,6 +139,7 @@ enum Line {
     Done { nonce: Nonce, t: i64, not_before: i64 },
     Skip { nonce: Nonce, t: i64 },
     Broken { nonce: Nonce, t: i64 },
+    Gap { count: u64 },
 }
 
 fn parse_line(line: &[u8]) -> Option<Line> {
@@ -167,6 +187,7 @@ fn parse_line(line: &[u8]) -> Option<Line> {
         b"D" => Line::Done { nonce: nonce(next())?, t: int(next())?, not_before: int(next())? },
         b"X" => Line::Skip { nonce: nonce(next())?, t: int(next())? },
         b"B" => Line::Broken { nonce: nonce(next())?, t: int(next())? },
+        b"K" => Line::Gap { count: parse_u64(next()?)? },
         _ => return None,
     };
     words.next().is_none().then_some(parsed)
@@ -239,13 +260,14 @@ impl Log {
                 },
                 _ => return,
             };
-            self.finish(h, ended_at);
+            self.finish(h, ended_at, Ended::Expired);
         }
     }
 
-    fn finish(&mut self, index: usize, at: i64) {
+    fn finish(&mut self, index: usize, at: i64, why: Ended) {
         let was_head = self.head() == Some(index);
         self.requests[index].done = true;
+        self.requests[index].ended = why;
         if was_head {
             self.last_end = self.last_end.max(at);
             if let Some(next) = self.head() {
@@ -265,6 +287,7 @@ impl Log {
         self.last_fence = 0;
         self.torn_lines = 0;
         let ttl = cx.options.ttl;
+        let mut next_seq = 1;
         let mut at = 0;
         while at < self.len {
             let rest = &self.bytes[at..self.len];
@@ -289,6 +312,11 @@ impl Log {
                     }
                     (self.base_seq, self.not_before, self.last_end, self.floor, self.last_fence) =
                         (base_seq, not_before, last_end, floor, last_fence);
+                    next_seq = base_seq + 1;
+                    continue;
+                }
+                Line::Gap { count } => {
+                    next_seq += count;
                     continue;
                 }
                 Line::Request { t, .. }
@@ -301,14 +329,16 @@ impl Log {
             let t = self.floor;
             self.advance(t, ttl);
             match line {
-                Line::Header { .. } => {}
+                Line::Header { .. } | Line::Gap { .. } => {}
                 Line::Request { nonce, .. } => {
                     if self.count == MAX_REQUESTS {
                         return Err(Error::Busy);
                     }
                     // Sequence numbers start at 1, like every other strategy's fences.
-                    let seq = self.base_seq + self.count as u64 + 1;
-                    self.requests[self.count] = Request { nonce, offset, seq, since: t, grant: Grant::No, done: false };
+                    let seq = next_seq;
+                    next_seq += 1;
+                    self.requests[self.count] =
+                        Request { nonce, offset, seq, since: t, grant: Grant::No, done: false, ended: Ended::Pending };
                     self.count += 1;
                     if self.head() == Some(self.count - 1) {
                         self.requests[self.count - 1].since = t.max(self.last_end).max(self.not_before);
@@ -327,19 +357,19 @@ impl Log {
                         if self.head() == Some(i) && self.requests[i].grant != Grant::No {
                             self.not_before = self.not_before.max(not_before);
                         }
-                        self.finish(i, t);
+                        self.finish(i, t, Ended::Done);
                     }
                 }
                 Line::Skip { nonce, .. } => {
                     if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
                         if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&self.owner(i)) == Liveness::Dead {
-                            self.finish(i, t);
+                            self.finish(i, t, Ended::Dead);
                         }
                     }
                 }
                 Line::Broken { nonce, .. } => {
                     if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
-                        self.finish(i, t);
+                        self.finish(i, t, Ended::Broken);
                     }
                 }
             }
@@ -427,7 +457,8 @@ impl Toplock {
         &self.path
     }
 
-    /// Rewrites the log without its finished prefix, under an exclusive flock.
+    /// Rewrites the log under an exclusive flock: the header with the replay
+    /// state, then every pending request with its sequence number and grant.
     fn compact(&mut self, cx: &Context<'_>) -> Result<(), Error> {
         let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
         self.log.read(&file)?;
@@ -435,19 +466,45 @@ impl Toplock {
             return Ok(());
         }
         self.log.replay(cx)?;
-        let keep_from = self.log.head().map_or(self.log.len, |h| self.log.requests[h].offset);
-        let base_seq =
-            self.log.head().map_or(self.log.base_seq + self.log.count as u64, |h| self.log.requests[h].seq - 1);
+        let log = &self.log;
+        let pending = || log.requests[..log.count].iter().filter(|r| !r.done);
+        let first_seq = pending().next().map_or(log.base_seq + log.count as u64 + 1, |r| r.seq);
         let mut header = FixedText::<LINE_CAPACITY>::new();
         let _ = writeln!(
             header,
-            "H 1 {base_seq} {} {} {} {}",
-            self.log.not_before, self.log.last_end, self.log.floor, self.log.last_fence
+            "H 1 {} {} {} {} {}",
+            first_seq - 1,
+            log.not_before,
+            log.last_end,
+            log.floor,
+            log.last_fence
         );
         ignore_missing(sys::unlink(&self.compact_temp))?;
         let temp = sys::open(&self.compact_temp, CREATE_NEW_FLAGS, 0o666).map_err(Error::from_path_errno)?;
-        let written = sys::write_all(&temp, header.as_bytes())
-            .and_then(|()| sys::write_all(&temp, &self.log.bytes[keep_from..self.log.len]));
+        let mut written = sys::write_all(&temp, header.as_bytes());
+        let mut next_seq = first_seq;
+        for request in pending() {
+            let mut lines = FixedText::<{ 3 * LINE_CAPACITY }>::new();
+            if request.seq > next_seq {
+                let _ = writeln!(lines, "K {}", request.seq - next_seq);
+            }
+            next_seq = request.seq + 1;
+            let line = &log.bytes[request.offset..log.len];
+            let line = &line[..line.iter().position(|&b| b == b'\n').map_or(line.len(), |nl| nl + 1)];
+            let _ = lines.push_bytes(line);
+            // Only the head can hold a grant; written at the log's latest
+            // time, when it was already valid.
+            let until = match request.grant {
+                Grant::No => None,
+                Grant::Until(ns) => Some(Some(WallTime::from_unix_nanos(ns))),
+                Grant::Forever => Some(None),
+            };
+            if let Some(expires) = until {
+                let _ = lines
+                    .push_bytes(grant_line(request.nonce, expires, WallTime::from_unix_nanos(log.floor)).as_bytes());
+            }
+            written = written.and_then(|()| sys::write_all(&temp, lines.as_bytes()));
+        }
         drop(temp);
         // Appenders wait on our exclusive flock, then see that the path names
         // a new file and append there.
@@ -459,12 +516,21 @@ impl Toplock {
         Ok(())
     }
 
-    /// Locks the log shared, reads and replays it.
+    /// Locks the log shared, reads and replays it; compacts it first when
+    /// it has grown past [`COMPACT_AT`] (failed attempts grow it too, not
+    /// only releases).
     fn replay(&mut self, cx: &Context<'_>) -> Result<(), Error> {
-        let file = self.file.lock_file_as(Patience::Change, FlockOp::Shared)?;
-        self.log.read(&file)?;
-        drop(file);
+        self.read_shared()?;
+        if self.log.len >= COMPACT_AT {
+            self.compact(cx)?;
+            self.read_shared()?;
+        }
         self.log.replay(cx)
+    }
+
+    fn read_shared(&mut self) -> Result<(), Error> {
+        let file = self.file.lock_file_as(Patience::Change, FlockOp::Shared)?;
+        self.log.read(&file)
     }
 
     fn append_line(&mut self, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
@@ -539,14 +605,13 @@ impl Strategy for Toplock {
             }
             (_, Some(_)) => ReleaseOutcome::Lost,
             // Skipped after its expiry; the next in line has not taken it yet.
-            (_, None) => ReleaseOutcome::Expired,
+            (Some(i), None) if self.log.requests[i].ended == Ended::Expired => ReleaseOutcome::Expired,
+            // Broken by an operator, or no longer in the log at all.
+            (_, None) => ReleaseOutcome::Lost,
         };
         if me.is_some_and(|i| !self.log.requests[i].done) {
             let not_before = if cooldown.is_zero() { 0 } else { cx.now.saturating_add(cooldown).unix_nanos() };
             self.append_line(&nonce_line("D", held.nonce, format_args!(" {} {not_before}", cx.now.unix_nanos())))?;
-        }
-        if self.log.len >= COMPACT_AT {
-            self.compact(cx)?;
         }
         Ok(outcome)
     }
