@@ -19,7 +19,7 @@
 //!
 //! The guard file is never deleted: a process holding the flock on an
 //! unlinked guard would exclude nobody. If an operator or a tmp cleaner
-//! deletes it anyway, [`lock_guard`] notices (the path no longer names the
+//! deletes it anyway, [`GuardFile::lock`] notices (the path no longer names the
 //! inode it locked) and locks the new file instead.
 
 use core::fmt::Write;
@@ -107,6 +107,16 @@ impl GuardState {
     pub fn raise_fence_to(&mut self, found: &crate::strategy::Found) {
         if let Ok(crate::record::Parsed::Ours(record)) = found.content {
             self.fence = self.fence.max(record.fence);
+        }
+    }
+
+    /// What `inspect` reports for a guarded lock with this `holder`.
+    pub fn inspection(&self, holder: Option<crate::strategy::Holder>, now: WallTime) -> crate::strategy::Inspection {
+        crate::strategy::Inspection {
+            holder,
+            last_fence: self.fence,
+            cooldown_until: self.cooldown_until.filter(|&until| now < until),
+            queue_length: None,
         }
     }
 
@@ -223,6 +233,15 @@ pub struct HeldGuard<'a> {
 }
 
 impl HeldGuard<'_> {
+    /// Closes the lock to everyone for `cooldown` from `now` (nothing for zero).
+    pub fn start_cooldown(&mut self, now: WallTime, cooldown: Duration) -> Result<(), Error> {
+        if cooldown.is_zero() {
+            return Ok(());
+        }
+        self.state.cooldown_until = Some(now.saturating_add(cooldown));
+        self.store()
+    }
+
     /// Writes `state` back in one `pwrite`.
     pub fn store(&mut self) -> Result<(), Error> {
         sys::pwrite_all(self.file.fd, self.state.encode().as_bytes(), 0).map_err(Error::Os)

@@ -33,13 +33,21 @@
 //! ## Adding a strategy
 //! 1. Add a file in `src/strategy/` with a type that implements
 //!    [`Strategy`]; read its contract first. Make no system call except
-//!    through [`sys`] (add a wrapper there if one is missing).
-//! 2. Keep every change to the lock path under a guard section if the
-//!    mechanism cannot judge-and-break atomically on its own.
-//! 3. Give it a [`spec::Scheme`] variant, the keys it accepts in
-//!    `Scheme::accepts`, and a variant of the handle's dispatch in `lock.rs`.
-//! 4. Add its result-code mapping (if it has new errors) in `lockffi`, its
-//!    spec to the C tests' strategy list and to the torture harness.
+//!    through [`sys`] (add a wrapper there if one is missing), and allocate
+//!    nothing: buffers are fixed arrays in the strategy's struct.
+//! 2. If the mechanism cannot judge a stale record and remove it in one
+//!    atomic step, do every change to the lock path inside a guard section
+//!    ([`guard::GuardFile`]); keep the fence and the cooldown there.
+//! 3. Answer `release`, `prolong` and `run_while_held` from the record on
+//!    disk, not from the handle's memory: a watchdog or an operator may have
+//!    moved the expiry. A queueing strategy keeps its place between attempts
+//!    and gives it up in `abandon`.
+//! 4. Give it a [`spec::Scheme`] variant (and a place in `Scheme::ALL`), the
+//!    keys it accepts in `Scheme::accepts`, and a variant of the handle's
+//!    dispatch in `lock.rs`.
+//! 5. Add its row to the C tests' strategy table (`c-tests/c/harness.h`).
+//!    The C ABI, the torture suite and the benchmarks iterate over
+//!    `Scheme::ALL` and need no change. Run the torture suite.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]

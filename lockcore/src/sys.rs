@@ -1,7 +1,7 @@
 //! The system-call layer: every `libc::` call of lockcore lives here.
 //!
 //! Each wrapper names the call it makes (see its man page), turns `-1` into an
-//! [`Errno`] through [`cvt`], and retries `EINTR` in one place ([`retry`]), so
+//! [`Errno`] through `cvt`, and retries `EINTR` in one place (`retry`), so
 //! the strategies above never see a raw return value or a signal interruption.
 //! Paths are [`CPath`]s: NUL-terminated bytes in a fixed buffer, no allocation.
 

@@ -31,8 +31,8 @@ use crate::owner::{Liveness, Nonce};
 use crate::record::{Record, Stamp, RECORD_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, past_expiry, CommitOutcome, Context, Found, Holder, Inspection, ProlongOutcome, ReleaseOutcome,
-    Strategy, READ_RECORD_FLAGS,
+    commit_if_current, CommitOutcome, Context, Found, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    READ_RECORD_FLAGS,
 };
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
 use crate::text::FixedText;
@@ -119,7 +119,7 @@ impl Strategy for Flock {
         }
         Self::write_state(&fd, &state, None)?;
         sys::try_flock(&fd, FlockOp::Unlock).map_err(Error::Os)?;
-        Ok(if past_expiry(held.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
+        Ok(ReleaseOutcome::of_own(held.expires, cx.now))
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
@@ -129,7 +129,7 @@ impl Strategy for Flock {
         }
         let (state, _) = read_state(fd)?;
         Self::write_state(fd, &state, Some(&Record { expires, ..*held }))?;
-        Ok(if past_expiry(held.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        Ok(ProlongOutcome::of_own(held.expires, cx.now))
     }
 
     fn run_while_held(

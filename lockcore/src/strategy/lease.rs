@@ -202,7 +202,7 @@ impl Strategy for Lease {
         };
         let not_before = (!cooldown.is_zero()).then(|| cx.now.saturating_add(cooldown));
         write(&file, &LeaseState::Free { not_before, fence: on_disk.fence })?;
-        Ok(if past_expiry(on_disk.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
+        Ok(ReleaseOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
@@ -212,7 +212,7 @@ impl Strategy for Lease {
             _ => return Ok(ProlongOutcome::Lost),
         };
         write(&file, &LeaseState::Held(Record { expires, ..on_disk }))?;
-        Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        Ok(ProlongOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn run_while_held(

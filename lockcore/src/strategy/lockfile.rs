@@ -23,8 +23,8 @@ use crate::owner::Nonce;
 use crate::record::{Record, Stamp};
 use crate::spec::{ShortText, Spec};
 use crate::strategy::{
-    commit_if_current, ignore_missing, past_expiry, read_record, with_suffix, write_new_file, CommitOutcome, Context,
-    Inspection, ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
+    commit_if_current, ignore_missing, read_record, with_suffix, write_new_file, CommitOutcome, Context, Inspection,
+    ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
 };
 use crate::sys::{self, CPath, Errno};
 
@@ -154,11 +154,8 @@ impl Strategy for LockFile {
             return Ok(ReleaseOutcome::Lost);
         };
         ignore_missing(sys::unlink(&self.files.lock))?;
-        if !cooldown.is_zero() {
-            guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
-            guard.store()?;
-        }
-        Ok(if past_expiry(on_disk.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
+        guard.start_cooldown(cx.now, cooldown)?;
+        Ok(ReleaseOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn prolong(
@@ -177,7 +174,7 @@ impl Strategy for LockFile {
             let _ = sys::unlink(&self.files.temp);
             return Err(Error::from_path_errno(e));
         }
-        Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        Ok(ProlongOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn run_while_held(
@@ -196,12 +193,7 @@ impl Strategy for LockFile {
             Some(found) => Some(found.judge(cx)?),
             None => None,
         };
-        Ok(Inspection {
-            holder,
-            last_fence: guard.state.fence,
-            cooldown_until: guard.state.cooldown_until.filter(|&until| cx.now < until),
-            queue_length: None,
-        })
+        Ok(guard.state.inspection(holder, cx.now))
     }
 
     fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {

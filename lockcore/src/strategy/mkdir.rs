@@ -22,9 +22,8 @@ use crate::owner::Nonce;
 use crate::record::{Parsed, Record, Stamp};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, ignore_missing, past_expiry, read_record, rename_into_place, with_suffix, write_new_file,
-    CommitOutcome, Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS,
-    READ_RECORD_FLAGS,
+    commit_if_current, ignore_missing, read_record, rename_into_place, with_suffix, write_new_file, CommitOutcome,
+    Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy, CREATE_NEW_FLAGS, READ_RECORD_FLAGS,
 };
 use crate::sys::{self, CPath, Errno, Fd};
 
@@ -163,11 +162,8 @@ impl Strategy for Mkdir {
             return Ok(ReleaseOutcome::Lost);
         };
         self.dirs.retire(held.nonce)?;
-        if !cooldown.is_zero() {
-            guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
-            guard.store()?;
-        }
-        Ok(if past_expiry(on_disk.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
+        guard.start_cooldown(cx.now, cooldown)?;
+        Ok(ReleaseOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
@@ -181,7 +177,7 @@ impl Strategy for Mkdir {
         };
         self.dirs.write_record(&dir, RECORD_TEMP_NAME, &Record { expires, ..on_disk })?;
         sys::renameat(&dir, RECORD_TEMP_NAME, RECORD_NAME).map_err(Error::from_path_errno)?;
-        Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        Ok(ProlongOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn run_while_held(
@@ -200,12 +196,7 @@ impl Strategy for Mkdir {
             Some((_, found)) => Some(found.judge(cx)?),
             None => None,
         };
-        Ok(Inspection {
-            holder,
-            last_fence: guard.state.fence,
-            cooldown_until: guard.state.cooldown_until.filter(|&until| cx.now < until),
-            queue_length: None,
-        })
+        Ok(guard.state.inspection(holder, cx.now))
     }
 
     fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {

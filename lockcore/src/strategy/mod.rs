@@ -44,6 +44,17 @@ pub enum ReleaseOutcome {
     Lost,
 }
 
+impl ReleaseOutcome {
+    /// The outcome of releasing a record that was still ours, by its expiry.
+    pub fn of_own(expires: Option<WallTime>, now: WallTime) -> ReleaseOutcome {
+        if past_expiry(expires, now) {
+            ReleaseOutcome::Expired
+        } else {
+            ReleaseOutcome::Released
+        }
+    }
+}
+
 /// How a prolong ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProlongOutcome {
@@ -54,6 +65,17 @@ pub enum ProlongOutcome {
     Expired,
     /// Someone else holds the lock now; nothing was written.
     Lost,
+}
+
+impl ProlongOutcome {
+    /// The outcome of prolonging a record that was still ours, by its old expiry.
+    pub fn of_own(expires: Option<WallTime>, now: WallTime) -> ProlongOutcome {
+        if past_expiry(expires, now) {
+            ProlongOutcome::Expired
+        } else {
+            ProlongOutcome::Prolonged
+        }
+    }
 }
 
 /// Who holds a lock, as seen from outside.

@@ -30,8 +30,8 @@ use crate::owner::{BootId, HostName, Liveness, Nonce, Owner, ProcessId};
 use crate::record::{Parsed, Record};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, ignore_missing, past_expiry, rename_into_place, with_suffix, CommitOutcome, Context, Found,
-    Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    commit_if_current, ignore_missing, rename_into_place, with_suffix, CommitOutcome, Context, Found, Holder,
+    Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath, Errno};
 use crate::text::{parse_u64, FixedText};
@@ -214,11 +214,8 @@ impl Strategy for Symlink {
         // operator may have extended it with `touch -h`.
         let Some(on_disk) = is_ours(&self.links.read()?, held.nonce) else { return Ok(ReleaseOutcome::Lost) };
         ignore_missing(sys::unlink(&self.links.lock))?;
-        if !cooldown.is_zero() {
-            guard.state.cooldown_until = Some(cx.now.saturating_add(cooldown));
-            guard.store()?;
-        }
-        Ok(if past_expiry(on_disk.expires, cx.now) { ReleaseOutcome::Expired } else { ReleaseOutcome::Released })
+        guard.start_cooldown(cx.now, cooldown)?;
+        Ok(ReleaseOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
@@ -243,7 +240,7 @@ impl Strategy for Symlink {
                     Error::from_path_errno(e)
                 })?;
         }
-        Ok(if past_expiry(on_disk.expires, cx.now) { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        Ok(ProlongOutcome::of_own(on_disk.expires, cx.now))
     }
 
     fn run_while_held(
@@ -262,12 +259,7 @@ impl Strategy for Symlink {
             Some(seen) => Some(judge(&seen, cx)?),
             None => None,
         };
-        Ok(Inspection {
-            holder,
-            last_fence: guard.state.fence,
-            cooldown_until: guard.state.cooldown_until.filter(|&until| cx.now < until),
-            queue_length: None,
-        })
+        Ok(guard.state.inspection(holder, cx.now))
     }
 
     fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {
