@@ -33,9 +33,11 @@
 //! [`COMPACT_AT`], whoever reads it next rewrites it under an exclusive flock:
 //! the header carries the replay state, then each pending request (its own
 //! `R` line, a `K` line for the sequence numbers of finished requests before
-//! it, and its grant), so no waiter loses its place or its number. Appenders
-//! and readers hold a shared flock and check that the path still names their
-//! file, so no line is appended to a file that is being replaced.
+//! it, and its grant), so no waiter loses its place or its number. Readers
+//! hold a shared flock, appenders and the compactor an exclusive one (an
+//! append first checks that it leaves the file within [`QUEUE_CAPACITY`],
+//! compacting if not), and all check that the path still names their file,
+//! so no line goes to a file that is being replaced.
 
 use core::fmt::Write;
 use core::time::Duration;
@@ -53,11 +55,15 @@ use crate::strategy::{
 use crate::sys::{self, CPath, FlockOp};
 use crate::text::{parse_i64, parse_u64, FixedText};
 
-/// The largest queue file replayed; a larger one is compacted first.
+/// The largest queue file replayed. No append takes the file past it: an
+/// appender that would compacts first, and if the pending requests alone
+/// fill it, the queue is full and the attempt is busy.
 pub const QUEUE_CAPACITY: usize = 16 * 1024;
-/// A releaser compacts the file once it is this long.
-pub const COMPACT_AT: usize = 8 * 1024;
-/// Requests one replay can track. A queue longer than this is refused as busy.
+/// Whoever reads the file compacts it once it is this long (and compaction
+/// would halve it).
+pub const COMPACT_AT: usize = 4 * 1024;
+/// Requests one replay tracks at once; finished ones are dropped from the
+/// table as it fills, so this bounds the pending requests only.
 pub const MAX_REQUESTS: usize = 128;
 const LINE_CAPACITY: usize = 200;
 
@@ -85,6 +91,12 @@ struct Log {
     last_fence: u64,
     /// Lines skipped as torn in the last replay.
     torn_lines: u32,
+    /// The sequence number the next request will get.
+    next_seq: u64,
+    /// A request whose ending the caller wants to know (its own), and how
+    /// it ended, even after it was dropped from the table.
+    watched: Option<Nonce>,
+    watched_end: Ended,
 }
 
 impl core::fmt::Debug for Log {
@@ -109,9 +121,14 @@ struct Request {
     seq: u64,
     since: i64,
     grant: Grant,
-    done: bool,
-    /// Why it is done, when it is.
+    /// `Pending` while in the queue; otherwise why it left.
     ended: Ended,
+}
+
+impl Request {
+    fn done(&self) -> bool {
+        self.ended != Ended::Pending
+    }
 }
 
 /// How a request left the queue.
@@ -129,7 +146,7 @@ enum Ended {
 }
 
 const EMPTY_REQUEST: Request =
-    Request { nonce: Nonce(0), offset: 0, seq: 0, since: 0, grant: Grant::No, done: true, ended: Ended::Done };
+    Request { nonce: Nonce(0), offset: 0, seq: 0, since: 0, grant: Grant::No, ended: Ended::Done };
 
 /// One parsed line.
 enum Line {
@@ -206,6 +223,9 @@ impl Log {
             floor: 0,
             last_fence: 0,
             torn_lines: 0,
+            next_seq: 1,
+            watched: None,
+            watched_end: Ended::Pending,
         }
     }
 
@@ -237,11 +257,11 @@ impl Log {
     }
 
     fn head(&self) -> Option<usize> {
-        self.requests[..self.count].iter().position(|r| !r.done)
+        self.requests[..self.count].iter().position(|r| !r.done())
     }
 
     fn waiting_behind(&self, head: usize) -> bool {
-        self.requests[head + 1..self.count].iter().any(|r| !r.done)
+        self.requests[head + 1..self.count].iter().any(|r| !r.done())
     }
 
     /// Ends the head while it is over: expired with someone waiting, or
@@ -266,8 +286,10 @@ impl Log {
 
     fn finish(&mut self, index: usize, at: i64, why: Ended) {
         let was_head = self.head() == Some(index);
-        self.requests[index].done = true;
         self.requests[index].ended = why;
+        if self.watched == Some(self.requests[index].nonce) {
+            self.watched_end = why;
+        }
         if was_head {
             self.last_end = self.last_end.max(at);
             if let Some(next) = self.head() {
@@ -286,8 +308,9 @@ impl Log {
         self.floor = 0;
         self.last_fence = 0;
         self.torn_lines = 0;
+        self.watched_end = Ended::Pending;
+        self.next_seq = 1;
         let ttl = cx.options.ttl;
-        let mut next_seq = 1;
         let mut at = 0;
         while at < self.len {
             let rest = &self.bytes[at..self.len];
@@ -312,11 +335,11 @@ impl Log {
                     }
                     (self.base_seq, self.not_before, self.last_end, self.floor, self.last_fence) =
                         (base_seq, not_before, last_end, floor, last_fence);
-                    next_seq = base_seq + 1;
+                    self.next_seq = base_seq + 1;
                     continue;
                 }
                 Line::Gap { count } => {
-                    next_seq += count;
+                    self.next_seq += count;
                     continue;
                 }
                 Line::Request { t, .. }
@@ -332,13 +355,16 @@ impl Log {
                 Line::Header { .. } | Line::Gap { .. } => {}
                 Line::Request { nonce, .. } => {
                     if self.count == MAX_REQUESTS {
+                        self.drop_finished();
+                    }
+                    if self.count == MAX_REQUESTS {
                         return Err(Error::Busy);
                     }
                     // Sequence numbers start at 1, like every other strategy's fences.
-                    let seq = next_seq;
-                    next_seq += 1;
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
                     self.requests[self.count] =
-                        Request { nonce, offset, seq, since: t, grant: Grant::No, done: false, ended: Ended::Pending };
+                        Request { nonce, offset, seq, since: t, grant: Grant::No, ended: Ended::Pending };
                     self.count += 1;
                     if self.head() == Some(self.count - 1) {
                         self.requests[self.count - 1].since = t.max(self.last_end).max(self.not_before);
@@ -353,7 +379,7 @@ impl Log {
                     }
                 }
                 Line::Done { nonce, not_before, .. } => {
-                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
+                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
                         if self.head() == Some(i) && self.requests[i].grant != Grant::No {
                             self.not_before = self.not_before.max(not_before);
                         }
@@ -361,14 +387,14 @@ impl Log {
                     }
                 }
                 Line::Skip { nonce, .. } => {
-                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
+                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
                         if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&self.owner(i)) == Liveness::Dead {
                             self.finish(i, t, Ended::Dead);
                         }
                     }
                 }
                 Line::Broken { nonce, .. } => {
-                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done) {
+                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
                         self.finish(i, t, Ended::Broken);
                     }
                 }
@@ -389,8 +415,21 @@ impl Log {
         }
     }
 
+    /// Forgets finished requests: lines that name them later are no-ops
+    /// (a second `D`, a late `G`), so only the pending ones need a slot.
+    fn drop_finished(&mut self) {
+        let mut kept = 0;
+        for i in 0..self.count {
+            if !self.requests[i].done() {
+                self.requests[kept] = self.requests[i];
+                kept += 1;
+            }
+        }
+        self.count = kept;
+    }
+
     fn pending_count(&self) -> usize {
-        self.requests[..self.count].iter().filter(|r| !r.done).count()
+        self.requests[..self.count].iter().filter(|r| !r.done()).count()
     }
 }
 
@@ -459,16 +498,22 @@ impl Toplock {
 
     /// Rewrites the log under an exclusive flock: the header with the replay
     /// state, then every pending request with its sequence number and grant.
-    fn compact(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+    /// `force`: rewrite even a short log (an appender needs the room).
+    fn compact(&mut self, cx: &Context<'_>, force: bool) -> Result<(), Error> {
         let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
         self.log.read(&file)?;
-        if self.log.len < COMPACT_AT {
+        if !force && self.log.len < COMPACT_AT {
             return Ok(());
         }
         self.log.replay(cx)?;
         let log = &self.log;
-        let pending = || log.requests[..log.count].iter().filter(|r| !r.done);
-        let first_seq = pending().next().map_or(log.base_seq + log.count as u64 + 1, |r| r.seq);
+        let pending = || log.requests[..log.count].iter().filter(|r| !r.done());
+        // Each pending request keeps its line and, at most, a grant line.
+        let kept: usize = pending().map(|r| LINE_CAPACITY.min(log.len - r.offset) + LINE_CAPACITY).sum();
+        if !force && 2 * kept > log.len {
+            return Ok(());
+        }
+        let first_seq = pending().next().map_or(log.next_seq, |r| r.seq);
         let mut header = FixedText::<LINE_CAPACITY>::new();
         let _ = writeln!(
             header,
@@ -522,7 +567,7 @@ impl Toplock {
     fn replay(&mut self, cx: &Context<'_>) -> Result<(), Error> {
         self.read_shared()?;
         if self.log.len >= COMPACT_AT {
-            self.compact(cx)?;
+            self.compact(cx, false)?;
             self.read_shared()?;
         }
         self.log.replay(cx)
@@ -533,9 +578,20 @@ impl Toplock {
         self.log.read(&file)
     }
 
-    fn append_line(&mut self, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
-        let file = self.file.lock_file_as(Patience::Change, FlockOp::Shared)?;
-        append(&file, line)
+    /// Appends one line, never past [`QUEUE_CAPACITY`]: the size check and
+    /// the write happen under an exclusive flock, and a full log is
+    /// compacted first. `Busy` if the pending requests alone fill it.
+    fn append_line(&mut self, cx: &Context<'_>, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
+        for _ in 0..2 {
+            let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
+            let size = sys::fstat(file.fd).map_err(Error::Os)?.size as usize;
+            if size + line.as_bytes().len() < QUEUE_CAPACITY {
+                return append(&file, line);
+            }
+            drop(file);
+            self.compact(cx, true)?;
+        }
+        Err(Error::Busy)
     }
 }
 
@@ -544,7 +600,7 @@ impl Strategy for Toplock {
         let mine = match self.pending {
             Some(pending) => pending,
             None => {
-                self.append_line(&request_line(nonce, cx.me, cx.now))?;
+                self.append_line(cx, &request_line(nonce, cx.me, cx.now))?;
                 self.pending = Some(nonce);
                 nonce
             }
@@ -553,7 +609,7 @@ impl Strategy for Toplock {
         // the log, and each change is judged by reading it back.
         for _ in 0..4 {
             self.replay(cx)?;
-            let Some(me) = self.log.find(mine).filter(|&i| !self.log.requests[i].done) else {
+            let Some(me) = self.log.find(mine).filter(|&i| !self.log.requests[i].done()) else {
                 // Our request is gone (an operator broke it): queue again.
                 self.pending = None;
                 return Err(Error::Busy);
@@ -563,7 +619,7 @@ impl Strategy for Toplock {
                 let owner = self.log.owner(head);
                 if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&owner) == Liveness::Dead {
                     let skip = nonce_line("X", self.log.requests[head].nonce, format_args!(" {}", cx.now.unix_nanos()));
-                    self.append_line(&skip)?;
+                    self.append_line(cx, &skip)?;
                     continue;
                 }
                 return Err(Error::Busy);
@@ -571,7 +627,7 @@ impl Strategy for Toplock {
             if cx.now.unix_nanos() < self.log.not_before {
                 return Err(Error::Busy);
             }
-            self.append_line(&grant_line(mine, expires, cx.now))?;
+            self.append_line(cx, &grant_line(mine, expires, cx.now))?;
             self.replay(cx)?;
             let granted = self.log.holder(cx.now.unix_nanos()) == self.log.find(mine);
             if !granted {
@@ -586,13 +642,16 @@ impl Strategy for Toplock {
 
     fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
         if let Some(pending) = self.pending.take() {
-            self.append_line(&nonce_line("D", pending, format_args!(" {} 0", cx.now.unix_nanos())))?;
+            self.append_line(cx, &nonce_line("D", pending, format_args!(" {} 0", cx.now.unix_nanos())))?;
         }
         Ok(())
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        self.replay(cx)?;
+        self.log.watched = Some(held.nonce);
+        let replayed = self.replay(cx);
+        self.log.watched = None;
+        replayed?;
         let me = self.log.find(held.nonce);
         let holder = self.log.holder(cx.now.unix_nanos());
         let outcome = match (me, holder) {
@@ -605,13 +664,13 @@ impl Strategy for Toplock {
             }
             (_, Some(_)) => ReleaseOutcome::Lost,
             // Skipped after its expiry; the next in line has not taken it yet.
-            (Some(i), None) if self.log.requests[i].ended == Ended::Expired => ReleaseOutcome::Expired,
+            (_, None) if self.log.watched_end == Ended::Expired => ReleaseOutcome::Expired,
             // Broken by an operator, or no longer in the log at all.
             (_, None) => ReleaseOutcome::Lost,
         };
-        if me.is_some_and(|i| !self.log.requests[i].done) {
+        if me.is_some_and(|i| !self.log.requests[i].done()) {
             let not_before = if cooldown.is_zero() { 0 } else { cx.now.saturating_add(cooldown).unix_nanos() };
-            self.append_line(&nonce_line("D", held.nonce, format_args!(" {} {not_before}", cx.now.unix_nanos())))?;
+            self.append_line(cx, &nonce_line("D", held.nonce, format_args!(" {} {not_before}", cx.now.unix_nanos())))?;
         }
         Ok(outcome)
     }
@@ -623,7 +682,7 @@ impl Strategy for Toplock {
             return Ok(ProlongOutcome::Lost);
         }
         let was_expired = me.is_some_and(|i| past_expiry(grant_expiry(self.log.requests[i].grant), cx.now));
-        self.append_line(&grant_line(held.nonce, expires, cx.now))?;
+        self.append_line(cx, &grant_line(held.nonce, expires, cx.now))?;
         self.replay(cx)?;
         let renewed = me.is_some_and(|i| {
             self.log.requests[i].grant == expires.map_or(Grant::Forever, |at| Grant::Until(at.unix_nanos()))
@@ -689,7 +748,7 @@ impl Strategy for Toplock {
         self.replay(cx)?;
         let Some(head) = self.log.head() else { return Ok(false) };
         let nonce = self.log.requests[head].nonce;
-        self.append_line(&nonce_line("B", nonce, format_args!(" {}", cx.now.unix_nanos())))?;
+        self.append_line(cx, &nonce_line("B", nonce, format_args!(" {}", cx.now.unix_nanos())))?;
         Ok(true)
     }
 }
