@@ -49,6 +49,9 @@ impl WallTime {
 pub struct MonoTime(i64);
 
 impl MonoTime {
+    /// The clock's zero (boot, on Linux); only differences mean anything.
+    pub const EPOCH: MonoTime = MonoTime(0);
+
     pub fn now() -> MonoTime {
         MonoTime(sys::clock_ns(libc::CLOCK_MONOTONIC))
     }

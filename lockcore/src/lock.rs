@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::clock::WallTime;
+use crate::clock::{MonoTime, WallTime};
 use crate::error::Error;
 use crate::owner::{Nonce, Owner};
 use crate::record::Record;
@@ -171,7 +171,9 @@ impl Lock {
         let options = self.spec.options;
         let warnings =
             warn.filter(|_| options.warn).map(|notify| Warnings { first: options.wmin, every: options.wafter, notify });
-        let seed = Nonce::random()?.0 as u64;
+        // Jitter only needs waiters to differ, not secrecy: the clock and the
+        // pid do that without a getrandom call on every acquire.
+        let seed = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u64) ^ ((self.me.process.pid as u64) << 32);
         let result = wait::wait_for(budget, wake, warnings, seed, || self.attempt());
         if result.is_err() {
             self.abandon();
