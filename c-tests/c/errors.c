@@ -773,7 +773,7 @@ static bool symlink_at_compaction_path(const struct strategy *s, const char *bas
             CHECK_RC(lock_release(h, 0), LOCK_OK);
             char head[4] = "";
             CHECK(read_file(queue, head, sizeof head) > 0);
-            compacted = strncmp(head, "H 1", 3) == 0;
+            compacted = strncmp(head, "H 2", 3) == 0;
         }
         lock_close(h);
         CHECK_MSG(compacted, "the queue file was not compacted after %d cycles", cycles);
@@ -1079,7 +1079,7 @@ static bool corrupt_queue(const struct strategy *s, const char *dir) {
     }
 
     /* a header line after the start: corrupt, for every call */
-    static const char misplaced[] = "garbage\nH 1 0 0 0 0 0\n";
+    static const char misplaced[] = "garbage\nH 2 0 0 0 0 0 -\n";
     size_t len = sizeof misplaced - 1;
     CHECK(write_file(queue, misplaced, len, 0644));
     uint64_t fence = FENCE_SENTINEL;

@@ -6,7 +6,7 @@
 //! served. The file is a log; its meaning is the result of replaying it:
 //!
 //! ```text
-//! H 1 <seq before> <not before> <last end> <time floor> <last fence>   header, after a compaction
+//! H 2 <seq before> <not before> <last end> <time floor> <last fence> <head since|->   header, after a compaction
 //! R <nonce> <host> <boot> <pid> <start> <t>     request (its position gives its sequence number)
 //! G <nonce> <expires|never> <t>                  grant or renewal, written by the requester
 //! D <nonce> <t> <not before>                     done: released (with cooldown) or abandoned
@@ -72,6 +72,8 @@ pub struct Toplock {
     file: GuardFile,
     path: CPath,
     compact_temp: CPath,
+    /// The queue file's permissions, also for the file that replaces it.
+    mode: libc::mode_t,
     /// The request this handle has in the queue while it waits, so that
     /// repeated attempts keep its place.
     pending: Option<Nonce>,
@@ -89,6 +91,10 @@ struct Log {
     last_end: i64,
     floor: i64,
     last_fence: u64,
+    /// When the first request after a compacted header became head: its
+    /// `R` line is replayed at the header's time, and without this every
+    /// compaction would restart the `ttl` of a head that never polls again.
+    head_since: Option<i64>,
     /// Lines skipped as torn in the last replay.
     torn_lines: u32,
     /// The sequence number the next request will get.
@@ -150,7 +156,7 @@ const EMPTY_REQUEST: Request =
 
 /// One parsed line.
 enum Line {
-    Header { base_seq: u64, not_before: i64, last_end: i64, floor: i64, last_fence: u64 },
+    Header { base_seq: u64, not_before: i64, last_end: i64, floor: i64, last_fence: u64, head_since: Option<i64> },
     Request { nonce: Nonce, owner: Owner, t: i64 },
     Grant { nonce: Nonce, until: Grant, t: i64 },
     Done { nonce: Nonce, t: i64, not_before: i64 },
@@ -167,7 +173,7 @@ fn parse_line(line: &[u8]) -> Option<Line> {
     let int = |w: Option<&[u8]>| w.and_then(parse_i64);
     let parsed = match kind {
         b"H" => {
-            if next()? != b"1" {
+            if next()? != b"2" {
                 return None;
             }
             Line::Header {
@@ -176,6 +182,10 @@ fn parse_line(line: &[u8]) -> Option<Line> {
                 last_end: int(next())?,
                 floor: int(next())?,
                 last_fence: parse_u64(next()?)?,
+                head_since: match next()? {
+                    b"-" => None,
+                    ns => Some(parse_i64(ns)?),
+                },
             }
         }
         b"R" => {
@@ -222,6 +232,7 @@ impl Log {
             last_end: 0,
             floor: 0,
             last_fence: 0,
+            head_since: None,
             torn_lines: 0,
             next_seq: 1,
             watched: None,
@@ -307,6 +318,7 @@ impl Log {
         self.last_end = 0;
         self.floor = 0;
         self.last_fence = 0;
+        self.head_since = None;
         self.torn_lines = 0;
         self.watched_end = Ended::Pending;
         self.next_seq = 1;
@@ -329,17 +341,18 @@ impl Log {
                 continue;
             };
             let t = match line {
-                Line::Header { base_seq, not_before, last_end, floor, last_fence } => {
+                Line::Header { base_seq, not_before, last_end, floor, last_fence, head_since } => {
                     if offset != 0 {
                         return Err(Error::Corrupt(CorruptKind::Record));
                     }
                     (self.base_seq, self.not_before, self.last_end, self.floor, self.last_fence) =
                         (base_seq, not_before, last_end, floor, last_fence);
-                    self.next_seq = base_seq + 1;
+                    self.head_since = head_since;
+                    self.next_seq = base_seq.checked_add(1).ok_or(Error::Corrupt(CorruptKind::Record))?;
                     continue;
                 }
                 Line::Gap { count } => {
-                    self.next_seq += count;
+                    self.next_seq = self.next_seq.checked_add(count).ok_or(Error::Corrupt(CorruptKind::Record))?;
                     continue;
                 }
                 Line::Request { t, .. }
@@ -358,16 +371,20 @@ impl Log {
                         self.drop_finished();
                     }
                     if self.count == MAX_REQUESTS {
-                        return Err(Error::Busy);
+                        // Every reader drops the same overflowing requests,
+                        // and takes no sequence number for them: their
+                        // requesters find themselves gone and queue again.
+                        continue;
                     }
                     // Sequence numbers start at 1, like every other strategy's fences.
                     let seq = self.next_seq;
-                    self.next_seq += 1;
+                    self.next_seq = seq.checked_add(1).ok_or(Error::Corrupt(CorruptKind::Record))?;
+                    let since = self.head_since.take().unwrap_or(t);
                     self.requests[self.count] =
-                        Request { nonce, offset, seq, since: t, grant: Grant::No, ended: Ended::Pending };
+                        Request { nonce, offset, seq, since, grant: Grant::No, ended: Ended::Pending };
                     self.count += 1;
                     if self.head() == Some(self.count - 1) {
-                        self.requests[self.count - 1].since = t.max(self.last_end).max(self.not_before);
+                        self.requests[self.count - 1].since = since.max(self.last_end).max(self.not_before);
                     }
                 }
                 Line::Grant { nonce, until, .. } => {
@@ -400,8 +417,22 @@ impl Log {
                 }
             }
         }
-        self.advance(self.floor.max(cx.now.unix_nanos()), ttl);
+        self.advance(self.now(cx).unix_nanos(), ttl);
         Ok(())
+    }
+
+    /// The log's clock: never behind a time already written in it. After
+    /// the wall clock steps back, a line stamped before the step holds it
+    /// there, for every reader alike, until real time catches up; a holder
+    /// that measured its grant by the wall clock alone would think it holds
+    /// for longer than the others let it.
+    fn now(&self, cx: &Context<'_>) -> WallTime {
+        WallTime::from_unix_nanos(self.floor.max(cx.now.unix_nanos()))
+    }
+
+    /// `at`, computed from the wall clock, moved onto the log's clock.
+    fn on_log_clock(&self, cx: &Context<'_>, at: Option<WallTime>) -> Option<WallTime> {
+        at.map(|at| at.saturating_add(self.now(cx).since(cx.now)))
     }
 
     /// The head, if it holds a grant that is still valid now.
@@ -483,9 +514,11 @@ fn grant_line(nonce: Nonce, expires: Option<WallTime>, t: WallTime) -> FixedText
 impl Toplock {
     pub fn new(spec: &Spec) -> Result<Toplock, Error> {
         let path = spec.target().clone();
+        let mode = spec.options.mode.unwrap_or(0o666);
         Ok(Toplock {
             compact_temp: crate::strategy::with_suffix(&path, b".compact")?,
-            file: GuardFile::new_append_only(path.clone(), spec.options.mode.unwrap_or(0o666)),
+            file: GuardFile::new_append_only(path.clone(), mode),
+            mode,
             path,
             pending: None,
             log: Log::new(),
@@ -513,19 +546,24 @@ impl Toplock {
         if !force && 2 * kept > log.len {
             return Ok(());
         }
-        let first_seq = pending().next().map_or(log.next_seq, |r| r.seq);
+        let head = pending().next();
+        let first_seq = head.map_or(log.next_seq, |r| r.seq);
         let mut header = FixedText::<LINE_CAPACITY>::new();
-        let _ = writeln!(
+        let _ = write!(
             header,
-            "H 1 {} {} {} {} {}",
+            "H 2 {} {} {} {} {}",
             first_seq - 1,
             log.not_before,
             log.last_end,
             log.floor,
             log.last_fence
         );
+        let _ = match head {
+            Some(head) => writeln!(header, " {}", head.since),
+            None => writeln!(header, " -"),
+        };
         ignore_missing(sys::unlink(&self.compact_temp))?;
-        let temp = sys::open(&self.compact_temp, CREATE_NEW_FLAGS, 0o666).map_err(Error::from_path_errno)?;
+        let temp = sys::open(&self.compact_temp, CREATE_NEW_FLAGS, self.mode).map_err(Error::from_path_errno)?;
         let mut written = sys::write_all(&temp, header.as_bytes());
         let mut next_seq = first_seq;
         for request in pending() {
@@ -624,18 +662,21 @@ impl Strategy for Toplock {
                 }
                 return Err(Error::Busy);
             }
-            if cx.now.unix_nanos() < self.log.not_before {
+            if self.log.now(cx).unix_nanos() < self.log.not_before {
                 return Err(Error::Busy);
             }
+            let expires = self.log.on_log_clock(cx, expires);
             self.append_line(cx, &grant_line(mine, expires, cx.now))?;
             self.replay(cx)?;
-            let granted = self.log.holder(cx.now.unix_nanos()) == self.log.find(mine);
-            if !granted {
+            // Looked up again: a compaction in between renumbers the table,
+            // and our request may have ended (an operator's break) and gone.
+            let me = self.log.find(mine);
+            if me.is_none() || self.log.holder(self.log.now(cx).unix_nanos()) != me {
                 return Err(Error::Busy);
             }
             self.pending = None;
-            let request = self.log.requests[me];
-            return Ok(Record { owner: *cx.me, nonce: mine, fence: request.seq, expires });
+            let fence = me.map_or(0, |i| self.log.requests[i].seq);
+            return Ok(Record { owner: *cx.me, nonce: mine, fence, expires });
         }
         Err(Error::Busy)
     }
@@ -652,24 +693,28 @@ impl Strategy for Toplock {
         let replayed = self.replay(cx);
         self.log.watched = None;
         replayed?;
+        let now = self.log.now(cx);
         let me = self.log.find(held.nonce);
-        let holder = self.log.holder(cx.now.unix_nanos());
+        let holder = self.log.holder(now.unix_nanos());
         let outcome = match (me, holder) {
             (Some(i), Some(h)) if i == h => {
-                if past_expiry(grant_expiry(self.log.requests[i].grant), cx.now) {
+                if past_expiry(grant_expiry(self.log.requests[i].grant), now) {
                     ReleaseOutcome::Expired
                 } else {
                     ReleaseOutcome::Released
                 }
             }
             (_, Some(_)) => ReleaseOutcome::Lost,
-            // Skipped after its expiry; the next in line has not taken it yet.
-            (_, None) if self.log.watched_end == Ended::Expired => ReleaseOutcome::Expired,
-            // Broken by an operator, or no longer in the log at all.
+            // Skipped after its expiry, and nobody was granted it since.
+            (_, None) if self.log.watched_end == Ended::Expired && self.log.last_fence <= held.fence => {
+                ReleaseOutcome::Expired
+            }
+            // Broken by an operator, taken (and perhaps released) by the
+            // next in line, or no longer in the log at all.
             (_, None) => ReleaseOutcome::Lost,
         };
         if me.is_some_and(|i| !self.log.requests[i].done()) {
-            let not_before = if cooldown.is_zero() { 0 } else { cx.now.saturating_add(cooldown).unix_nanos() };
+            let not_before = if cooldown.is_zero() { 0 } else { now.saturating_add(cooldown).unix_nanos() };
             self.append_line(cx, &nonce_line("D", held.nonce, format_args!(" {} {not_before}", cx.now.unix_nanos())))?;
         }
         Ok(outcome)
@@ -677,14 +722,17 @@ impl Strategy for Toplock {
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
         self.replay(cx)?;
+        let now = self.log.now(cx);
         let me = self.log.find(held.nonce);
-        if me.is_none() || self.log.holder(cx.now.unix_nanos()) != me {
+        if me.is_none() || self.log.holder(now.unix_nanos()) != me {
             return Ok(ProlongOutcome::Lost);
         }
-        let was_expired = me.is_some_and(|i| past_expiry(grant_expiry(self.log.requests[i].grant), cx.now));
+        let was_expired = me.is_some_and(|i| past_expiry(grant_expiry(self.log.requests[i].grant), now));
+        let expires = self.log.on_log_clock(cx, expires);
         self.append_line(cx, &grant_line(held.nonce, expires, cx.now))?;
         self.replay(cx)?;
-        let renewed = me.is_some_and(|i| {
+        // Looked up again: a compaction in between renumbers the table.
+        let renewed = self.log.find(held.nonce).is_some_and(|i| {
             self.log.requests[i].grant == expires.map_or(Grant::Forever, |at| Grant::Until(at.unix_nanos()))
         });
         Ok(match (renewed, was_expired) {
@@ -705,21 +753,23 @@ impl Strategy for Toplock {
         let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
         self.log.read(&file)?;
         self.log.replay(cx)?;
+        let now = self.log.now(cx);
         let me = self.log.find(held.nonce);
         let on_disk = match me {
-            Some(i) if self.log.holder(cx.now.unix_nanos()) == Some(i) => {
+            Some(i) if self.log.holder(now.unix_nanos()) == Some(i) => {
                 Some(Record { expires: grant_expiry(self.log.requests[i].grant), ..*held })
             }
             _ => None,
         };
-        let outcome = commit_if_current(on_disk, cx.now, action);
+        let outcome = commit_if_current(on_disk, now, action);
         drop(file);
         outcome
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         self.replay(cx)?;
-        let holder = self.log.holder(cx.now.unix_nanos()).map(|h| {
+        let now = self.log.now(cx);
+        let holder = self.log.holder(now.unix_nanos()).map(|h| {
             let request = self.log.requests[h];
             let owner = self.log.owner(h);
             let record =
@@ -730,7 +780,7 @@ impl Strategy for Toplock {
                 host: Some(owner.host),
                 record: Some(record),
                 liveness,
-                stale: past_expiry(record.expires, cx.now)
+                stale: past_expiry(record.expires, now)
                     || (cx.options.stale == StaleCheck::DeadOwner && liveness == Liveness::Dead),
                 this_handle: false,
             }
@@ -738,7 +788,7 @@ impl Strategy for Toplock {
         Ok(Inspection {
             holder,
             last_fence: self.log.last_fence,
-            cooldown_until: (self.log.not_before > cx.now.unix_nanos())
+            cooldown_until: (self.log.not_before > now.unix_nanos())
                 .then(|| WallTime::from_unix_nanos(self.log.not_before)),
             queue_length: Some(self.log.pending_count() as u32),
         })
