@@ -65,6 +65,14 @@ pub struct GuardState {
 }
 
 impl GuardState {
+    /// Draws the next fencing token. A guard (or a record it was raised to)
+    /// that already holds the largest one was forged: no token is left that
+    /// is greater than every earlier one.
+    pub fn next_fence(&mut self) -> Result<u64, Error> {
+        self.fence = self.fence.checked_add(1).ok_or(Error::Corrupt(CorruptKind::GuardState))?;
+        Ok(self.fence)
+    }
+
     pub fn encode(&self) -> FixedText<GUARD_RECORD_LEN> {
         let mut out = FixedText::new();
         let cooldown = self.cooldown_until.map_or(0, WallTime::unix_nanos);

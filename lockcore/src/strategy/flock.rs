@@ -100,9 +100,9 @@ impl Strategy for Flock {
         if state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
-        state.fence += 1;
+        let fence = state.next_fence()?;
         state.cooldown_until = None;
-        let record = Record { owner: *cx.me, nonce, fence: state.fence, expires };
+        let record = Record { owner: *cx.me, nonce, fence, expires };
         Self::write_state(&fd, &state, Some(&record))?;
         self.held = Some(fd);
         Ok(record)

@@ -181,15 +181,19 @@ impl Strategy for Lease {
                     return Err(Error::Busy);
                 }
                 // An expired holder that is still running must stop touching
-                // the resource; signal it only if it is provably that process.
+                // the resource; signal it only if it is provably that process,
+                // and never our own (another handle of ours that ran over).
                 if let Some(signal) = self.signal {
-                    if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, cx.now) {
+                    let other_process = holder.owner.process != cx.me.process;
+                    if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, cx.now) && other_process {
                         let _ = sys::kill(holder.owner.process.pid, signal);
                     }
                 }
             }
         }
-        let record = Record { owner: *cx.me, nonce, fence: state.fence() + 1, expires };
+        // A lease file forged with the largest fence leaves none to hand out.
+        let fence = state.fence().checked_add(1).ok_or(Error::Corrupt(CorruptKind::Record))?;
+        let record = Record { owner: *cx.me, nonce, fence, expires };
         write(&file, &LeaseState::Held(record))?;
         Ok(record)
     }

@@ -124,11 +124,20 @@ impl Strategy for LockFile {
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
-        if let Some(found) = self.files.read()? {
-            guard.state.raise_fence_to(&found);
-            if !found.judge(cx)?.stale {
-                return Err(Error::Busy);
+        let stale = match self.files.read()? {
+            Some(found) => {
+                guard.state.raise_fence_to(&found);
+                if !found.judge(cx)?.stale {
+                    return Err(Error::Busy);
+                }
+                true
             }
+            None => false,
+        };
+        // Drawn before a stale record goes: one forged with the largest
+        // fence is refused while it is still there, not forgotten.
+        let fence = guard.state.next_fence()?;
+        if stale {
             // Judged and removed inside one guard section: this is the exact
             // record that was judged stale, and no fresh one can replace it
             // in between.
@@ -136,10 +145,9 @@ impl Strategy for LockFile {
         }
         // The fence is stored before the lock is created: a crash in between
         // skips a number, which is allowed, but never hands one out twice.
-        guard.state.fence += 1;
         guard.state.cooldown_until = None;
         guard.store()?;
-        let record = Record { owner: *cx.me, nonce, fence: guard.state.fence, expires };
+        let record = Record { owner: *cx.me, nonce, fence, expires };
         self.files.write_temp(&record)?;
         if self.files.link_temp_into_place()? {
             Ok(record)

@@ -134,21 +134,28 @@ impl Strategy for Mkdir {
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
-        if let Some((_, found)) = self.dirs.read()? {
-            guard.state.raise_fence_to(&found);
-            if !found.judge(cx)?.stale {
-                return Err(Error::Busy);
+        let stale = match self.dirs.read()? {
+            Some((_, found)) => {
+                guard.state.raise_fence_to(&found);
+                if !found.judge(cx)?.stale {
+                    return Err(Error::Busy);
+                }
+                true
             }
+            None => false,
+        };
+        // Drawn before a stale record goes (see lockfile.rs).
+        let fence = guard.state.next_fence()?;
+        if stale {
             // Judged and retired inside one guard section (see lockfile.rs).
             // Under a tag of its own: `nonce` names our record, and our
             // release retires under it; a retired directory that could not
             // be emptied (foreign files in it) must not block that rename.
             self.dirs.retire(Nonce::random()?)?;
         }
-        guard.state.fence += 1;
         guard.state.cooldown_until = None;
         guard.store()?;
-        let record = Record { owner: *cx.me, nonce, fence: guard.state.fence, expires };
+        let record = Record { owner: *cx.me, nonce, fence, expires };
         if self.dirs.create(&record)? {
             Ok(record)
         } else {

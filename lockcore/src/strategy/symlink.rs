@@ -99,23 +99,32 @@ impl Links {
     }
 
     /// Makes the link under the temp name with its final mtime, then renames
-    /// it into place. `Ok(false)` if a link appeared there meanwhile.
-    fn create(&self, record: &Record, now: WallTime) -> Result<bool, Error> {
+    /// it into place, and returns the record as stored. `Ok(None)` if a link
+    /// appeared there meanwhile.
+    fn create(&self, record: &Record, now: WallTime) -> Result<Option<Record>, Error> {
         let target = encode_target(record);
         ignore_missing(sys::unlink(&self.temp))?;
         let text =
             CStr::from_bytes_until_nul(target.as_bytes()).map_err(|_| Error::Corrupt(crate::CorruptKind::Record))?;
         sys::symlink(text, &self.temp).map_err(Error::from_path_errno)?;
         let mtime = record.expires.unwrap_or(now);
-        if let Err(e) = sys::set_times_nofollow(&self.temp, mtime.unix_nanos()) {
-            let _ = sys::unlink(&self.temp);
-            return Err(Error::from_path_errno(e));
-        }
+        // The file system keeps the mtime at its own granularity (whole
+        // seconds on some) and range: the expiry the others will judge by
+        // is the one read back, not the one asked for.
+        let stored = sys::set_times_nofollow(&self.temp, mtime.unix_nanos()).and_then(|()| sys::lstat(&self.temp));
+        let stored = match stored {
+            Ok(stat) => stat,
+            Err(e) => {
+                let _ = sys::unlink(&self.temp);
+                return Err(Error::from_path_errno(e));
+            }
+        };
+        let record = Record { expires: record.expires.map(|_| WallTime::from_unix_nanos(stored.mtime_ns)), ..*record };
         let placed = rename_into_place(&self.temp, &self.lock)?;
         if !placed {
             let _ = sys::unlink(&self.temp);
         }
-        Ok(placed)
+        Ok(placed.then_some(record))
     }
 }
 
@@ -187,25 +196,28 @@ impl Strategy for Symlink {
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
-        if let Some(seen) = self.links.read()? {
-            if let Seen::Ours(record) = &seen {
-                guard.state.fence = guard.state.fence.max(record.fence);
+        let stale = match self.links.read()? {
+            Some(seen) => {
+                if let Seen::Ours(record) = &seen {
+                    guard.state.fence = guard.state.fence.max(record.fence);
+                }
+                if !judge(&seen, cx)?.stale {
+                    return Err(Error::Busy);
+                }
+                true
             }
-            if !judge(&seen, cx)?.stale {
-                return Err(Error::Busy);
-            }
+            None => false,
+        };
+        // Drawn before a stale link goes (see lockfile.rs).
+        let fence = guard.state.next_fence()?;
+        if stale {
             // Judged and removed inside one guard section.
             ignore_missing(sys::unlink(&self.links.lock))?;
         }
-        guard.state.fence += 1;
         guard.state.cooldown_until = None;
         guard.store()?;
-        let record = Record { owner: *cx.me, nonce, fence: guard.state.fence, expires };
-        if self.links.create(&record, cx.now)? {
-            Ok(record)
-        } else {
-            Err(Error::Busy)
-        }
+        let record = Record { owner: *cx.me, nonce, fence, expires };
+        self.links.create(&record, cx.now)?.ok_or(Error::Busy)
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
