@@ -1,13 +1,15 @@
 /*
  * api.c: the whole C API, for each strategy (lockfile, mkdir, flock, symlink,
  * lease, toplock). The calls the newer strategies brought (lock_commit,
- * lock_autorenew) and what only one strategy does are in strategies.c.
+ * lock_autorenew) and what only one strategy does are in strategies.c; the
+ * watchdog's part in exit, fork and lock_close is here.
  *
  * Usage: c_api [name-filter]   (runs the cases whose name contains the filter)
  *
  * Each case prints `PASSED test_xxx` or `FAILED test_xxx: <why>`; the exit
  * status is 1 if any failed. Other processes are always synchronised with
- * pipes and waitpid(); sleeps only let a TTL or a cooldown run out.
+ * pipes and waitpid(); sleeps only let a TTL or a cooldown run out, but for
+ * one that gives a deadlock its chance (release_other_on_lost).
  */
 #include <signal.h>
 
@@ -742,13 +744,26 @@ static bool test_foreign_locks(void) {
     return true;
 }
 
-/* In a child of the holder: the inherited handle refuses release and prolong
- * with LOCK_ERR_FORKED; closing it (or exiting) leaves the parent's lock. */
+/* In a child of the holder: every call on the inherited handle but
+ * lock_close answers LOCK_ERR_FORKED, those that touch no lock file too;
+ * closing it (or exiting) leaves the parent's lock. */
 static bool forked_handle_child(lock_handle *h, bool close_it) {
     CHECK_RC(lock_release(h, 0), LOCK_ERR_FORKED);
     CHECK_RC(lock_release(h, 500), LOCK_ERR_FORKED);
     CHECK_RC(lock_prolong(h, 1000), LOCK_ERR_FORKED);
     CHECK_RC(lock_prolong(h, 0), LOCK_ERR_FORKED);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_ERR_FORKED);
+    CHECK_RC(lock_acquire(h, 0, NULL), LOCK_ERR_FORKED);
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_ERR_FORKED);
+    bool was_held = false;
+    CHECK_RC(lock_break(h, &was_held), LOCK_ERR_FORKED);
+    CHECK_RC(lock_commit(h, "no-such-temp", "no-such-target"), LOCK_ERR_FORKED);
+    CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_ERR_FORKED);
+    CHECK_RC(lock_autorenew_stop(h), LOCK_ERR_FORKED);
+    CHECK_RC(lock_set_warning(h, NULL, NULL), LOCK_ERR_FORKED);
+    char path[HARNESS_PATH_MAX];
+    CHECK_RC(lock_path(h, path, sizeof path, NULL), LOCK_ERR_FORKED);
     if (close_it) lock_close(h);
     return true;
 }
@@ -888,6 +903,227 @@ static bool test_autoclean_at_exit(void) {
     return for_each_strategy(autoclean);
 }
 
+/* Runs `body(arg)` in a child that leaves by exit(), so that exit handlers
+ * run (the library's autoclean among them), and that SIGALRM kills after
+ * `seconds`: a call that deadlocks, during exit() too, fails the case and
+ * leaves this process usable, instead of hanging the program. */
+static bool in_child_with_deadline(bool (*body)(void *), void *arg, unsigned seconds) {
+    pid_t pid = fork_child();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL);
+        alarm(seconds);
+        child_exit_normally(body(arg));
+    }
+    int status = wait_child(pid);
+    char text[64];
+    CHECK_MSG(status == -1 || !WIFSIGNALED(status) || WTERMSIG(status) != SIGALRM,
+              "child %ld hung: still running %u s later", (long)pid, seconds);
+    CHECK_MSG(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child %ld %s (its failure is printed above)", (long)pid, describe_status(status, text, sizeof text));
+    return true;
+}
+
+/* After a child: the mkdir lock in `dir` (and with `also_lockfile`, the
+ * lockfile lock beside it) was taken and is free again. */
+static bool left_free(const char *dir, bool also_lockfile) {
+    for (size_t i = also_lockfile ? 0 : 1; i < 2; i++) {
+        lock_handle *h = NULL;
+        OPEN(h, &STRATEGIES[i], dir, NULL);
+        lock_info info;
+        CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+        lock_close(h);
+        CHECK_MSG(!info.held && info.last_fence > 0, "%s lock after the child: held %d (pid %d), last_fence %" PRIu64,
+                  STRATEGIES[i].name, (int)info.held, (int)info.owner_pid, info.last_fence);
+    }
+    return true;
+}
+
+/* A program's own atexit handler that releases and closes, as a program
+ * cleaning up at exit does. exit() has destroyed the thread's locals by
+ * then, which must not abort the process. (It runs before the library's
+ * autoclean, registered earlier: the release is its own.) */
+static lock_handle *released_at_exit;
+
+static void release_at_exit(void) {
+    lock_result released = lock_release(released_at_exit, 0);
+    char message[64];
+    lock_last_error_message(message, sizeof message);
+    lock_close(released_at_exit);
+    if (released != LOCK_OK) {
+        printf("    child %ld: lock_release in an atexit handler returned %s\n", (long)getpid(), rc_name(released));
+        fflush(stdout);
+        _exit(1);
+    }
+}
+
+static bool acquire_and_release_at_exit(void *dir) {
+    OPEN(released_at_exit, &STRATEGIES[1], (const char *)dir, "ttl=1h&stale=none");
+    CHECK_RC(lock_try_acquire(released_at_exit, NULL), LOCK_OK);
+    CHECK(atexit(release_at_exit) == 0);
+    return true;
+}
+
+static bool test_release_in_atexit_handler(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "atexit"));
+    return in_child_with_deadline(acquire_and_release_at_exit, dir, 30) && left_free(dir, false);
+}
+
+/* A watchdog's lost callback that releases another handle (as the contract
+ * allows) while the main thread closes the watchdog's handle, or exits:
+ * either waits for the callback, which must not wait for it in turn. */
+struct release_on_lost {
+    lock_handle *other; /* released by the callback */
+    int entered_w;      /* a byte is written here when the callback starts */
+};
+
+static void release_other_on_lost(void *context) {
+    const struct release_on_lost *how = context;
+    char byte = 'L';
+    if (write(how->entered_w, &byte, 1) != 1) return;
+    /* Lets the main thread get into lock_close or exit() first, which makes
+     * a deadlock all but certain; a correct library passes at any timing. */
+    sleep_ms(200);
+    lock_release(how->other, 0);
+}
+
+/* Static: during exit() the callback outlives the child's stack frames. */
+static struct release_on_lost lost_while_leaving;
+
+static bool lose_renewed_lock_then_leave(const char *dir, bool by_exit) {
+    lock_handle *renewed = NULL, *breaker = NULL, *other = NULL;
+    OPEN(renewed, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(breaker, &STRATEGIES[1], dir, NULL);
+    OPEN(other, &STRATEGIES[0], dir, NULL);
+    int entered[2];
+    CHECK(pipe(entered) == 0);
+    lost_while_leaving.other = other;
+    lost_while_leaving.entered_w = entered[1];
+    CHECK_RC(lock_try_acquire(renewed, NULL), LOCK_OK);
+    CHECK_RC(lock_try_acquire(other, NULL), LOCK_OK);
+    CHECK_RC(lock_autorenew(renewed, release_other_on_lost, &lost_while_leaving), LOCK_OK);
+    bool was_held = false;
+    CHECK_RC(lock_break(breaker, &was_held), LOCK_OK);
+    lock_close(breaker);
+    char byte;
+    CHECK(read_exact(entered[0], &byte, 1)); /* the callback has started */
+    if (by_exit) return true;                /* exit(), with both holding handles open */
+    lock_close(renewed);
+    lock_close(other);
+    return true;
+}
+
+static bool close_while_lost_callback_releases(void *dir) {
+    return lose_renewed_lock_then_leave(dir, false);
+}
+
+static bool exit_while_lost_callback_releases(void *dir) {
+    return lose_renewed_lock_then_leave(dir, true);
+}
+
+static bool test_close_while_lost_callback_releases(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "close-lost"));
+    return in_child_with_deadline(close_while_lost_callback_releases, dir, 30) && left_free(dir, true);
+}
+
+static bool test_exit_while_lost_callback_releases(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "exit-lost"));
+    return in_child_with_deadline(exit_while_lost_callback_releases, dir, 30) && left_free(dir, true);
+}
+
+/* The lost callback stops its own watchdog, through the handle the contract
+ * asks it to leave alone: the watchdog cannot wait for itself, but the call
+ * still succeeds (the watchdog ends when the callback returns). */
+struct stop_on_lost {
+    lock_handle *h;
+    int result; /* written by the watchdog's thread */
+    int entered_w;
+};
+
+static void stop_own_watchdog(void *context) {
+    struct stop_on_lost *how = context;
+    __atomic_store_n(&how->result, (int)lock_autorenew_stop(how->h), __ATOMIC_SEQ_CST);
+    char byte = 'S';
+    if (write(how->entered_w, &byte, 1) != 1) return;
+}
+
+static bool test_lost_callback_stops_own_watchdog(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "stop-own"));
+    lock_handle *h = NULL, *breaker = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(breaker, &STRATEGIES[1], dir, NULL);
+    int done[2];
+    CHECK(pipe(done) == 0);
+    struct stop_on_lost how = {h, -1, done[1]};
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_autorenew(h, stop_own_watchdog, &how), LOCK_OK);
+    bool was_held = false;
+    CHECK_RC(lock_break(breaker, &was_held), LOCK_OK);
+    char byte;
+    CHECK(read_exact(done[0], &byte, 1));
+    int stopped = __atomic_load_n(&how.result, __ATOMIC_SEQ_CST);
+    CHECK_MSG(stopped == LOCK_OK, "lock_autorenew_stop from the lost callback returned %d %s", stopped,
+              rc_name(stopped));
+    CHECK_RC(lock_release(h, 0), LOCK_LOST);
+    lock_close(h);
+    lock_close(breaker);
+    close(done[0]);
+    close(done[1]);
+    return true;
+}
+
+/* fork() while a watchdog runs: the child has the handle, not the thread.
+ * Closing the inherited handle must touch nothing of that thread (not its
+ * stop flag's mutex, not its id): glibc gives the id to the child's next
+ * thread, here the watchdog of a lock the child takes itself, which must
+ * still stop cleanly. */
+struct renewed_at_fork {
+    lock_handle *inherited;
+    const char *dir;
+};
+
+static bool child_closes_renewed_handle(void *arg) {
+    const struct renewed_at_fork *at_fork = arg;
+    lock_handle *own = NULL;
+    OPEN(own, &STRATEGIES[0], at_fork->dir, "ttl=300ms");
+    CHECK_RC(lock_try_acquire(own, NULL), LOCK_OK);
+    CHECK_RC(lock_autorenew(own, NULL, NULL), LOCK_OK);
+    lock_close(at_fork->inherited);
+    CHECK_RC(lock_release(own, 0), LOCK_OK);
+    lock_close(own);
+    return true;
+}
+
+static bool test_fork_child_closes_renewed_handle(void) {
+    if (getenv("LOCKFFI_UNDER_MEMCHECK") != NULL) {
+        SKIP("under memcheck: a child of fork() cannot free what its parent's watchdog thread holds, which memcheck "
+             "counts as definitely lost");
+    }
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "fork-renewed"));
+    lock_handle *h = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
+    struct renewed_at_fork at_fork = {h, dir};
+    bool child_ok = in_child_with_deadline(child_closes_renewed_handle, &at_fork, 30);
+    sleep_ms(900); /* three TTLs: the parent's lock is still renewed */
+    lock_info info;
+    lock_result inspected = lock_inspect(h, &info);
+    lock_result released = lock_release(h, 0);
+    lock_close(h); /* before any check: no watchdog may outlive the case */
+    if (!child_ok) return false;
+    CHECK_RC(inspected, LOCK_OK);
+    CHECK_MSG(info.held_by_this_handle && !info.stale, "after the child: held by this %d, stale %d",
+              (int)info.held_by_this_handle, (int)info.stale);
+    CHECK_RC(released, LOCK_OK);
+    return left_free(dir, true);
+}
+
 /* A child that acquires, reports its fence, and waits to be killed. */
 static bool child_holds(const struct strategy *s, const char *dir, const char *options, int report_fd, int wait_fd) {
     lock_handle *h = NULL;
@@ -990,6 +1226,11 @@ static const struct test_case CASES[] = {
     {"test_fork_child_cannot_release", test_fork_child_cannot_release},
     {"test_fork_child_acquires_its_own", test_fork_child_acquires_its_own},
     {"test_autoclean_at_exit", test_autoclean_at_exit},
+    {"test_release_in_atexit_handler", test_release_in_atexit_handler},
+    {"test_close_while_lost_callback_releases", test_close_while_lost_callback_releases},
+    {"test_exit_while_lost_callback_releases", test_exit_while_lost_callback_releases},
+    {"test_lost_callback_stops_own_watchdog", test_lost_callback_stops_own_watchdog},
+    {"test_fork_child_closes_renewed_handle", test_fork_child_closes_renewed_handle},
     {"test_killed_holder", test_killed_holder},
 };
 

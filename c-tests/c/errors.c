@@ -312,6 +312,33 @@ static bool test_release_twice(void) {
     return for_each_strategy(release_twice);
 }
 
+/* A refused call changes nothing: a release refused for its cooldown
+ * (beyond 100 years) leaves the lock held and still renewed by its watchdog.
+ * mkdir stands for the strategies (the watchdog is the library's, not the
+ * strategy's); flock has no TTL to renew. */
+static bool test_refused_release_keeps_renewal(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "refused-release"));
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(other, &STRATEGIES[1], dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
+    CHECK_RC(lock_release(h, UINT64_MAX), LOCK_ERR_INVALID_ARGUMENT);
+    sleep_ms(900); /* three TTLs: unrenewed, the lock would have run out */
+    lock_info info;
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.stale && info.fence == fence,
+              "three TTLs after the refused release: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")",
+              (int)info.held, (int)info.stale, info.fence, fence);
+    CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
 static bool prolong_after_release(const struct strategy *s, const char *dir) {
     lock_handle *h = NULL;
     OPEN(h, s, dir, "ttl=10s");
@@ -1232,6 +1259,7 @@ static const struct test_case CASES[] = {
     {"test_permission_denied", test_permission_denied},
     {"test_busy", test_busy},
     {"test_release_twice", test_release_twice},
+    {"test_refused_release_keeps_renewal", test_refused_release_keeps_renewal},
     {"test_prolong_after_release", test_prolong_after_release},
     {"test_acquire_twice", test_acquire_twice},
     {"test_null_arguments", test_null_arguments},

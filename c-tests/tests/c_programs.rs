@@ -5,7 +5,8 @@
 //!
 //! If `valgrind` is on PATH, c_api, c_errors and c_strategies run once more
 //! under memcheck (`--error-exitcode=99 --leak-check=full
-//! --errors-for-leak-kinds=definite`); otherwise that test says it was
+//! --errors-for-leak-kinds=definite`, with `LOCKFFI_UNDER_MEMCHECK=1` for the
+//! few cases that cannot run there); otherwise that test says it was
 //! skipped. CI installs valgrind.
 
 use std::path::{Path, PathBuf};
@@ -97,7 +98,7 @@ fn c_api_c_errors_and_c_strategies_under_valgrind() {
         ("c_strategies", env!("CARGO_BIN_EXE_c_strategies")),
     ] {
         let mut command = Command::new(&valgrind);
-        command.args([
+        command.env("LOCKFFI_UNDER_MEMCHECK", "1").args([
             "--quiet",
             "--error-exitcode=99",
             "--leak-check=full",

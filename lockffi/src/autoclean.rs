@@ -4,13 +4,14 @@
 //! others to wait out. A killed process cannot run this; there, stale-lock
 //! detection takes over.
 
-use std::sync::{Mutex, Once, TryLockError};
+use std::sync::{Mutex, MutexGuard, Once, TryLockError};
 use std::time::{Duration, Instant};
 
 use crate::handle::lock_handle;
 
-/// Addresses of handles that hold their lock. The mutex also keeps
-/// `lock_close` from freeing a handle while the exit hook walks the list.
+/// Addresses of handles that hold their lock. A handle is removed under the
+/// mutex before it is freed, so the exit hook may use any address it finds
+/// listed while it holds the mutex.
 static HELD: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 static HOOK: Once = Once::new();
 
@@ -27,40 +28,53 @@ pub fn register(handle: usize) {
     }
 }
 
+/// Forgets a handle; once this returns, the exit hook no longer reaches it.
 pub fn unregister(handle: usize) {
     let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
     held.retain(|&h| h != handle);
 }
 
-/// Runs `free` while no exit hook can be walking the list.
-pub fn unregister_and(handle: usize, free: impl FnOnce()) {
-    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
-    held.retain(|&h| h != handle);
-    free();
+/// The list, or `None` after a short wait: another thread may hold it at the
+/// moment exit() is called (and will never run again), and exit must not hang.
+fn lock_held_patiently() -> Option<MutexGuard<'static, Vec<usize>>> {
+    let give_up = Instant::now() + Duration::from_millis(100);
+    loop {
+        match HELD.try_lock() {
+            Ok(held) => return Some(held),
+            Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() < give_up => std::thread::yield_now(),
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
 }
 
 extern "C" fn release_all_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        // Another thread may hold the list at the moment exit() is called
-        // (and will never run again): wait briefly, then give up rather than hang.
-        let give_up = Instant::now() + Duration::from_millis(100);
-        let held = loop {
-            match HELD.try_lock() {
-                Ok(held) => break held,
-                Err(TryLockError::Poisoned(e)) => break e.into_inner(),
-                Err(TryLockError::WouldBlock) if Instant::now() < give_up => std::thread::yield_now(),
-                Err(TryLockError::WouldBlock) => return,
+        // First stop the watchdogs, waiting for them without the list: a
+        // watchdog's lost callback may release another handle, which needs it.
+        let mut watchdogs = Vec::new();
+        if let Some(held) = lock_held_patiently() {
+            for &address in held.iter() {
+                // SAFETY: listed, and the list is locked (see HELD).
+                let handle = unsafe { &*(address as *const lock_handle) };
+                if let Ok(mut claimed) = handle.claim() {
+                    watchdogs.extend(claimed.watchdog().take());
+                }
             }
-        };
+        }
+        drop(watchdogs);
+        let Some(held) = lock_held_patiently() else { return };
         for &address in held.iter() {
-            // SAFETY: addresses are registered only for live handles and
-            // removed under this mutex before a handle is freed.
+            // SAFETY: listed, and the list is locked (see HELD).
             let handle = unsafe { &*(address as *const lock_handle) };
-            // A handle busy in another thread is left alone; the Lock also
-            // refuses to release a lock its process did not take (fork).
+            // A handle busy in another thread is left alone, and so is one
+            // whose owner started a new watchdog meanwhile (its lock runs out
+            // by its TTL). The Lock also refuses to release a lock its
+            // process did not take (fork).
             if let Ok(mut claimed) = handle.claim() {
-                drop(claimed.watchdog().take());
-                let _ = claimed.lock().release(Duration::ZERO);
+                if claimed.watchdog().is_none() {
+                    let _ = claimed.lock().release(Duration::ZERO);
+                }
             }
         }
     });

@@ -95,12 +95,17 @@ thread_local! {
     static LAST_MESSAGE: RefCell<String> = RefCell::new(String::with_capacity(MESSAGE_CAPACITY));
 }
 
+// The message is reached with `try_with`: a lock_* call made during exit()
+// (from an atexit handler) may run after this thread's locals were destroyed,
+// and `with` would then panic outside `call`'s catch_unwind, aborting the
+// process. Without its local the thread simply has no message.
+
 fn clear_message() {
-    LAST_MESSAGE.with(|m| m.borrow_mut().clear());
+    let _ = LAST_MESSAGE.try_with(|m| m.borrow_mut().clear());
 }
 
 fn set_message(fill: impl FnOnce(&mut String) -> std::fmt::Result) {
-    LAST_MESSAGE.with(|m| {
+    let _ = LAST_MESSAGE.try_with(|m| {
         let mut m = m.borrow_mut();
         m.clear();
         let _ = fill(&mut m);
@@ -110,19 +115,18 @@ fn set_message(fill: impl FnOnce(&mut String) -> std::fmt::Result) {
 /// Copies the last message into `buf` (NUL-terminated, cut to fit) and
 /// returns its full length, as snprintf does.
 pub fn copy_last_message(buf: *mut libc::c_char, len: usize) -> usize {
-    LAST_MESSAGE.with(|m| {
-        let m = m.borrow();
-        let bytes = m.as_bytes();
+    let copy = |bytes: &[u8]| {
         if !buf.is_null() && len > 0 {
             let n = bytes.len().min(len - 1);
             // SAFETY: the caller gives `len` writable bytes at `buf`; we write
             // `n + 1 <= len` of them, and the regions cannot overlap (ours is
-            // a Rust-owned String).
+            // Rust-owned).
             unsafe {
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), n);
                 *buf.add(n) = 0;
             }
         }
         bytes.len()
-    })
+    };
+    LAST_MESSAGE.try_with(|m| copy(m.borrow().as_bytes())).unwrap_or_else(|_| copy(b""))
 }

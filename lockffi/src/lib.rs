@@ -74,6 +74,19 @@ fn duration_arg(ms: u64) -> Result<Duration, Failure> {
     Ok(Duration::from_millis(ms))
 }
 
+/// `LOCK_ERR_FORKED` if the handle holds a lock its process did not take:
+/// a parent's, inherited through fork(). The core refuses every operation
+/// on such a lock; this does the same for the calls that touch no lock file
+/// (`lock_autorenew_stop`, `lock_set_warning`, `lock_path`) or would refuse
+/// for another reason first (`lock_autorenew` on flock), so that every call
+/// but `lock_close` answers alike on an inherited handle.
+fn refuse_inherited(lock: &Lock) -> Result<(), Failure> {
+    match lock.held() {
+        Some(held) if held.owner.process.pid != lockcore::sys::getpid() => Err(Failure::Core(lockcore::Error::Forked)),
+        _ => Ok(()),
+    }
+}
+
 /// Size of `lock_info.owner_host`, terminator included.
 pub const LOCK_HOST_CAPACITY: usize = 65;
 
@@ -184,12 +197,14 @@ pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) {
         return;
     }
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        autoclean::unregister_and(handle as usize, || {
-            // SAFETY: by contract the pointer came from Box::into_raw in
-            // lock_open and is freed exactly once, here. Dropping the Lock
-            // releases a lock held by this process.
-            drop(unsafe { Box::from_raw(handle) });
-        });
+        // Unlisted first, so that the exit hook cannot reach the handle once
+        // it is freed; freed without the list locked, because dropping it
+        // waits for its watchdog, whose lost callback may need the list.
+        autoclean::unregister(handle as usize);
+        // SAFETY: by contract the pointer came from Box::into_raw in
+        // lock_open and is freed exactly once, here. Dropping the Lock
+        // releases a lock held by this process.
+        drop(unsafe { Box::from_raw(handle) });
     }));
 }
 
@@ -255,9 +270,10 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
     boundary::call(|| {
         let handle = try_ref!(handle);
         let mut claimed = handle.claim()?;
-        // No renewal may run after the release.
-        drop(claimed.watchdog().take());
         let cooldown = duration_arg(cooldown_ms)?;
+        // No renewal may run after the release. (Stopped only once the
+        // arguments are known good: a refused call leaves the lock renewed.)
+        drop(claimed.watchdog().take());
         let outcome = claimed.lock().release(cooldown)?;
         autoclean::unregister(claimed.address());
         Ok(outcome.into())
@@ -349,7 +365,7 @@ pub unsafe extern "C" fn lock_autorenew(
     boundary::call(|| {
         let handle = try_ref!(handle);
         let mut claimed = handle.claim()?;
-        drop(claimed.watchdog().take());
+        refuse_inherited(claimed.lock())?;
         let lock = claimed.lock();
         let held = *lock.held().ok_or(Failure::Code(lock_result::LOCK_ERR_NOT_HELD))?;
         let spec = lock.spec().clone();
@@ -358,6 +374,9 @@ pub unsafe extern "C" fn lock_autorenew(
             (_, Some(ttl)) => ttl,
         };
         let shadow = Lock::adopt(spec, held)?;
+        // Replaced only now that nothing can fail: a refused call leaves a
+        // running watchdog running.
+        drop(claimed.watchdog().take());
         *claimed.watchdog() = Some(Watchdog::start(shadow, ttl / 3, lost, context));
         Ok(lock_result::LOCK_OK)
     })
@@ -373,6 +392,7 @@ pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_r
     boundary::call(|| {
         let handle = try_ref!(handle);
         let mut claimed = handle.claim()?;
+        refuse_inherited(claimed.lock())?;
         drop(claimed.watchdog().take());
         Ok(lock_result::LOCK_OK)
     })
@@ -465,6 +485,7 @@ pub unsafe extern "C" fn lock_set_warning(
     boundary::call(|| {
         let handle = try_ref!(handle);
         let mut claimed = handle.claim()?;
+        refuse_inherited(claimed.lock())?;
         *claimed.warning() = callback.map(|callback| Warning { callback, context });
         Ok(lock_result::LOCK_OK)
     })
@@ -491,6 +512,7 @@ pub unsafe extern "C" fn lock_path(
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
         let mut claimed = handle.claim()?;
+        refuse_inherited(claimed.lock())?;
         let path = claimed.lock().path().as_bytes();
         if path.len() >= buf_len {
             return Err(Failure::Code(lock_result::LOCK_ERR_BUFFER_TOO_SMALL));
