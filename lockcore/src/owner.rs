@@ -163,6 +163,32 @@ impl Owner {
         }
     }
 
+    /// Sends `signal` to `other` only if it is provably that very process:
+    /// alive on this host and boot, with the recorded start time. `true`
+    /// when it was sent.
+    ///
+    /// The check and the signal cannot be split by a pid reuse: the pidfd
+    /// is opened first and pins whichever process has the pid then, and the
+    /// start time read afterwards must be `other`'s, so the process the check
+    /// approved is the one the signal reaches. On kernels without pidfds
+    /// (before 5.3) it falls back to `kill(2)` right after the same check,
+    /// where a reuse would have to cycle through the whole pid space within
+    /// those microseconds.
+    pub fn signal_if_alive(&self, other: &Owner, signal: i32) -> bool {
+        let pidfd = match sys::pidfd_open(other.process.pid) {
+            Ok(fd) => Some(fd),
+            Err(e) if e.raw() == libc::ENOSYS => None,
+            Err(_) => return false, // ESRCH: gone already
+        };
+        if self.judge(other) != Liveness::Alive {
+            return false;
+        }
+        match pidfd {
+            Some(pidfd) => sys::pidfd_send_signal(&pidfd, signal).is_ok(),
+            None => sys::kill(other.process.pid, signal).is_ok(),
+        }
+    }
+
     /// Liveness of a holder known only by pid (a LockFile::Simple record),
     /// whose record was written at `written_at`. The pid is alive only if a
     /// process with it exists *and* started before the record was written;

@@ -395,6 +395,28 @@ pub fn kill(pid: i32, signal: i32) -> SysResult<()> {
     cvt(unsafe { libc::kill(pid, signal) }).map(drop)
 }
 
+/// `pidfd_open(2)`: a descriptor for the process that has `pid` now. Unlike
+/// the pid, it never comes to name another process: once that one has
+/// exited, signals through it fail with `ESRCH`. Linux 5.3 and later;
+/// `ENOSYS` before.
+pub fn pidfd_open(pid: i32) -> SysResult<Fd> {
+    // SAFETY: a plain system call on two integers; on success the kernel
+    // returns a new descriptor, which the Fd owns and closes.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    Ok(Fd(fd as libc::c_int))
+}
+
+/// `pidfd_send_signal(2)`: sends `signal` to exactly the process `pidfd`
+/// names, as `kill` would with the same permission checks.
+pub fn pidfd_send_signal(pidfd: &Fd, signal: i32) -> SysResult<()> {
+    // SAFETY: a null siginfo is allowed (the kernel fills it in as kill(2)
+    // does) and flags must be 0; pidfd is a descriptor we own.
+    cvt(unsafe {
+        libc::syscall(libc::SYS_pidfd_send_signal, pidfd.raw(), signal, core::ptr::null::<libc::siginfo_t>(), 0)
+    })
+    .map(drop)
+}
+
 /// `clock_gettime(2)` in nanoseconds.
 pub fn clock_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -502,4 +524,32 @@ pub fn set_times_nofollow(path: &CPath, unix_nanos: i64) -> SysResult<()> {
         })
     })
     .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    /// What `Owner::signal_if_alive` relies on: a pidfd signals the process
+    /// it was opened for, and once that process is reaped (its pid free for
+    /// reuse) it signals nobody.
+    #[test]
+    fn a_pidfd_signals_its_own_process_and_no_later_one() {
+        let mut child = std::process::Command::new("sleep").arg("60").spawn().expect("sleep(1)");
+        let pid = child.id() as i32;
+        let pidfd = match pidfd_open(pid) {
+            Err(e) if e.raw() == libc::ENOSYS => {
+                let _ = child.kill();
+                let _ = child.wait();
+                std::eprintln!("skipped: this kernel has no pidfd_open (before Linux 5.3)");
+                return;
+            }
+            other => other.expect("pidfd_open of a live child"),
+        };
+        pidfd_send_signal(&pidfd, libc::SIGTERM).expect("signal through the pidfd");
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "the child died of the pidfd's signal");
+        assert_eq!(pidfd_send_signal(&pidfd, libc::SIGTERM), Err(Errno::ESRCH), "a reaped process's pidfd");
+    }
 }

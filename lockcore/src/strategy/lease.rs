@@ -186,7 +186,7 @@ impl Strategy for Lease {
                 if let Some(signal) = self.signal {
                     let other_process = holder.owner.process != cx.me.process;
                     if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, cx.now) && other_process {
-                        let _ = sys::kill(holder.owner.process.pid, signal);
+                        cx.me.signal_if_alive(&holder.owner, signal);
                     }
                 }
             }
