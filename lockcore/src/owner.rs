@@ -154,12 +154,11 @@ impl Owner {
         if self.process.start_ticks == 0 || other.process.start_ticks == 0 {
             return Liveness::Unknown;
         }
-        match read_process_stat(other.process.pid) {
-            Ok(stat) if stat.is_zombie() => Liveness::Dead,
-            Ok(stat) if stat.start_ticks != other.process.start_ticks => Liveness::Dead,
-            Ok(_) => Liveness::Alive,
-            Err(Errno::ENOENT) | Err(Errno::ESRCH) => Liveness::Dead,
-            Err(_) => Liveness::Unknown,
+        match observe_process(other.process.pid) {
+            Observed::Gone => Liveness::Dead,
+            Observed::Running { start_ticks } if start_ticks != other.process.start_ticks => Liveness::Dead,
+            Observed::Running { .. } => Liveness::Alive,
+            Observed::Hidden => Liveness::Unknown,
         }
     }
 
@@ -197,17 +196,14 @@ impl Owner {
         if host.is_some_and(|h| *h != self.host) || pid <= 0 || self.process.start_ticks == 0 {
             return Liveness::Unknown;
         }
-        let stat = match read_process_stat(pid) {
-            Ok(stat) => stat,
-            Err(Errno::ENOENT) | Err(Errno::ESRCH) => return Liveness::Dead,
-            Err(_) => return Liveness::Unknown,
+        let start_ticks = match observe_process(pid) {
+            Observed::Running { start_ticks } => start_ticks,
+            Observed::Gone => return Liveness::Dead,
+            Observed::Hidden => return Liveness::Unknown,
         };
-        if stat.is_zombie() {
-            return Liveness::Dead;
-        }
         // Ticks are coarse (10 ms) and the two clocks are read apart; one
         // second of slack keeps a live writer from being declared a reuse.
-        let started_at = process_start_wall_time(stat.start_ticks);
+        let started_at = process_start_wall_time(start_ticks);
         if started_at > written_at.saturating_add(core::time::Duration::from_secs(1)) {
             Liveness::Dead
         } else {
@@ -279,19 +275,72 @@ impl ProcessStat {
     }
 }
 
+/// What this host says of a pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Observed {
+    /// No process has the pid, or only an exited one waiting to be reaped.
+    Gone,
+    /// A process with this start time has the pid.
+    Running { start_ticks: u64 },
+    /// Not decidable from here: /proc hides the pid (`hidepid`), or could
+    /// not be read. Never taken for gone.
+    Hidden,
+}
+
+/// Looks `pid` up in `/proc`, and proves a claim of "gone" twice over: a
+/// missing `/proc` entry only counts once `kill(pid, 0)` says `ESRCH` too
+/// (under `hidepid` the entry of another user's live process is missing),
+/// and a zombie only counts once it has no thread left (a process whose
+/// main thread called `pthread_exit` shows as a zombie while its other
+/// threads run).
+fn observe_process(pid: i32) -> Observed {
+    if pid <= 0 {
+        return Observed::Gone;
+    }
+    match read_process_stat(pid) {
+        Ok(stat) if stat.is_zombie() => match read_thread_count(pid) {
+            Some(threads) if threads > 1 => Observed::Running { start_ticks: stat.start_ticks },
+            Some(_) | None => Observed::Gone,
+        },
+        Ok(stat) => Observed::Running { start_ticks: stat.start_ticks },
+        Err(Errno::ENOENT) | Err(Errno::ESRCH) => match sys::kill(pid, 0) {
+            Err(Errno::ESRCH) => Observed::Gone,
+            _ => Observed::Hidden,
+        },
+        Err(_) => Observed::Hidden,
+    }
+}
+
 /// Reads state and start time from `/proc/PID/stat`.
 fn read_process_stat(pid: i32) -> Result<ProcessStat, Errno> {
     if pid <= 0 {
         return Err(Errno::ESRCH);
     }
     let mut path_buf = [0u8; 32];
-    let path = fmt_proc_path(&mut path_buf, pid);
+    let path = fmt_proc_path(&mut path_buf, pid, b"/stat");
     let mut text = [0u8; 1024];
     let n = read_proc_file(path, &mut text)?;
     parse_process_stat(&text[..n]).ok_or(Errno(libc::EIO))
 }
 
-fn fmt_proc_path(buf: &mut [u8; 32], pid: i32) -> &[u8] {
+/// The `Threads:` line of `/proc/PID/status`; `None` if the process is gone
+/// or the line is missing.
+fn read_thread_count(pid: i32) -> Option<u64> {
+    let mut path_buf = [0u8; 32];
+    let path = fmt_proc_path(&mut path_buf, pid, b"/status");
+    let mut text = [0u8; 4096];
+    let n = read_proc_file(path, &mut text).ok()?;
+    parse_thread_count(&text[..n])
+}
+
+fn parse_thread_count(status: &[u8]) -> Option<u64> {
+    let line = status.split(|&b| b == b'\n').find_map(|line| line.strip_prefix(b"Threads:"))?;
+    let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
+    let end = line.iter().rposition(|b| !b.is_ascii_whitespace())? + 1;
+    crate::text::parse_u64(&line[start..end])
+}
+
+fn fmt_proc_path<'a>(buf: &'a mut [u8; 32], pid: i32, leaf: &[u8]) -> &'a [u8] {
     let prefix = b"/proc/";
     buf[..prefix.len()].copy_from_slice(prefix);
     let mut len = prefix.len();
@@ -310,8 +359,8 @@ fn fmt_proc_path(buf: &mut [u8; 32], pid: i32) -> &[u8] {
         buf[len] = digits[i];
         len += 1;
     }
-    buf[len..len + 5].copy_from_slice(b"/stat");
-    &buf[..len + 5]
+    buf[len..len + leaf.len()].copy_from_slice(leaf);
+    &buf[..len + leaf.len()]
 }
 
 /// Field 3 (state) and field 22 (starttime) of a stat line. The command name
@@ -362,6 +411,20 @@ mod tests {
         assert_eq!(stat.start_ticks, 987654);
         assert!(parse_process_stat(b"garbage").is_none());
         assert!(parse_process_stat(b"1 (x) S 1 2").is_none());
+    }
+
+    #[test]
+    fn thread_count_is_read_from_the_status_text() {
+        assert_eq!(parse_thread_count(b"Name:\tx\nState:\tZ (zombie)\nThreads:\t2\nSigQ:\t0/1\n"), Some(2));
+        assert_eq!(parse_thread_count(b"Threads:  17 \n"), Some(17));
+        assert_eq!(parse_thread_count(b"Name:\tThreads: 5\n"), None);
+        assert_eq!(parse_thread_count(b"Threads:\tmany\n"), None);
+    }
+
+    #[test]
+    fn a_pid_nobody_has_is_gone() {
+        // pid_max is at most 2^22 on Linux: this one is never in use.
+        assert_eq!(observe_process(i32::MAX), Observed::Gone);
     }
 
     #[test]

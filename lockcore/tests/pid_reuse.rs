@@ -28,6 +28,27 @@ fn child_entry() {
         "sleeper" => loop {
             std::thread::sleep(Duration::from_secs(1));
         },
+        "zombie-leader" => {
+            // Only the main thread (the leader, whose id is the pid) shows the
+            // process as a zombie when it leaves, and libtest runs this role
+            // on another thread: a signal aimed at the main thread makes it
+            // leave, through a handler making the raw exit(2) system call,
+            // which ends one thread (as pthread_exit does in the kernel).
+            extern "C" fn leave_this_thread(_: libc::c_int) {
+                // SAFETY: a raw system call, async-signal-safe; it ends only
+                // the main thread, whose stack nothing else uses.
+                unsafe { libc::syscall(libc::SYS_exit, 0) };
+            }
+            // SAFETY: installs a handler that is async-signal-safe, then
+            // aims the signal at this process's main thread.
+            unsafe {
+                libc::signal(libc::SIGUSR1, leave_this_thread as extern "C" fn(libc::c_int) as libc::sighandler_t);
+                libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::getpid(), libc::SIGUSR1);
+            }
+            // This thread lives on until the parent closes our stdin.
+            let mut byte = [0u8; 1];
+            let _ = std::io::Read::read(&mut std::io::stdin(), &mut byte);
+        }
         other => panic!("unknown role {other}"),
     });
 }
@@ -132,4 +153,40 @@ fn lockfile_simple_stamp_of_a_live_pid_is_judged_by_the_record_age() {
         assert_eq!((holder.liveness, holder.stale), (Liveness::Unknown, false));
         assert_eq!(lock.try_acquire(), Err(Error::Busy));
     });
+}
+
+/// A process whose main thread called `pthread_exit` shows as a zombie in
+/// `/proc/PID/stat` while its other threads run: it is alive, and its lock
+/// must not be broken. Once its last thread is gone it is dead.
+#[test]
+fn a_zombie_leader_with_live_threads_is_alive() {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["child_entry", "--exact", "--nocapture", "--test-threads=1", "--quiet"])
+        .env(ROLE_VAR, "zombie-leader")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    wait_until("the child's main thread to leave", || proc_stat(pid).is_some_and(|(state, _)| state == 'Z'));
+    let (_, start) = proc_stat(pid).unwrap();
+    each_scheme("zombie-leader", |scheme, dir| {
+        if !scheme.breaks_stale() {
+            return;
+        }
+        let (liveness, verdict) = judge_forged(scheme, dir, pid, start);
+        assert_eq!(liveness, Some(Liveness::Alive), "{}: a zombie leader with a live thread", scheme.name());
+        assert_eq!(verdict, Err(Error::Busy), "{}: its lock is not broken", scheme.name());
+    });
+    drop(child.stdin.take()); // the live thread reads EOF and exits the process
+    wait_exit_keep_zombie(child.id());
+    each_scheme("zombie-leader-gone", |scheme, dir| {
+        if !scheme.breaks_stale() {
+            return;
+        }
+        let (liveness, verdict) = judge_forged(scheme, dir, pid, start);
+        assert_eq!(liveness, Some(Liveness::Dead), "{}: every thread has exited", scheme.name());
+        assert!(verdict.is_ok(), "{}: its lock is broken: {verdict:?}", scheme.name());
+    });
+    child.wait().unwrap();
 }
