@@ -96,6 +96,8 @@ impl Strategy for Flock {
             return Err(Error::Busy);
         }
         // From here the lock is ours; dropping `fd` on any error releases it.
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         let (mut state, _) = read_state(&fd)?;
         if state.cooling_down(cx.now) {
             return Err(Error::Busy);

@@ -168,6 +168,8 @@ impl Lease {
 impl Strategy for Lease {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
         let file = self.file.lock_file(Patience::Attempt)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         let state = read(&file)?;
         match state {
             LeaseState::Free { not_before, .. } => {
@@ -200,6 +202,7 @@ impl Strategy for Lease {
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let file = self.file.lock_file(Patience::Change)?;
+        let cx = &cx.renewed();
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => record,
             _ => return Ok(ReleaseOutcome::Lost),
@@ -211,6 +214,8 @@ impl Strategy for Lease {
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
         let file = self.file.lock_file(Patience::Change)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => record,
             _ => return Ok(ProlongOutcome::Lost),
@@ -226,6 +231,7 @@ impl Strategy for Lease {
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
         let file = self.file.lock_file(Patience::Change)?;
+        let cx = &cx.renewed();
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => Some(record),
             _ => None,
@@ -235,6 +241,7 @@ impl Strategy for Lease {
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         let file = self.file.lock_file(Patience::Change)?;
+        let cx = &cx.renewed();
         Ok(match read(&file)? {
             LeaseState::Held(record) => Inspection {
                 holder: Some(judge(&record, cx)?),

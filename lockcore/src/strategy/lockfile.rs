@@ -121,6 +121,8 @@ impl Strategy for LockFile {
         expires: Option<crate::WallTime>,
     ) -> Result<Record, Error> {
         let mut guard = self.guard.lock(Patience::Attempt)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
@@ -158,6 +160,7 @@ impl Strategy for LockFile {
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let mut guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         let Some(on_disk) = self.files.read()?.and_then(|found| found.ours(held.nonce)) else {
             return Ok(ReleaseOutcome::Lost);
         };
@@ -173,6 +176,8 @@ impl Strategy for LockFile {
         expires: Option<crate::WallTime>,
     ) -> Result<ProlongOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         let Some(on_disk) = self.files.read()?.and_then(|found| found.ours(held.nonce)) else {
             return Ok(ProlongOutcome::Lost);
         };
@@ -192,11 +197,13 @@ impl Strategy for LockFile {
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         commit_if_current(self.files.read()?.and_then(|found| found.ours(held.nonce)), cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         let guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         let holder = match self.files.read()? {
             Some(found) => Some(found.judge(cx)?),
             None => None,

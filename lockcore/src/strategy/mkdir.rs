@@ -131,6 +131,8 @@ impl Dirs {
 impl Strategy for Mkdir {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
         let mut guard = self.guard.lock(Patience::Attempt)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
@@ -165,6 +167,7 @@ impl Strategy for Mkdir {
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let mut guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         let Some(on_disk) = self.dirs.read()?.and_then(|(_, found)| found.ours(held.nonce)) else {
             return Ok(ReleaseOutcome::Lost);
         };
@@ -175,6 +178,8 @@ impl Strategy for Mkdir {
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         let (dir, on_disk) = match self.dirs.read()? {
             Some((dir, found)) => match found.ours(held.nonce) {
                 Some(on_disk) => (dir, on_disk),
@@ -194,11 +199,13 @@ impl Strategy for Mkdir {
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         commit_if_current(self.dirs.read()?.and_then(|(_, found)| found.ours(held.nonce)), cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         let guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         let holder = match self.dirs.read()? {
             Some((_, found)) => Some(found.judge(cx)?),
             None => None,

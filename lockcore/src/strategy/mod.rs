@@ -32,6 +32,29 @@ pub struct Context<'a> {
     pub now: WallTime,
 }
 
+impl<'a> Context<'a> {
+    /// This context with the wall clock read again, for an operation that
+    /// has just got its guard (or flock, or log). The wait for it may have
+    /// been long (a loaded machine, others' guard sections), and every
+    /// decision made under it (is the record expired, is the cooldown over)
+    /// and every time written under it must count from the moment the lock
+    /// could no longer change, not from before the wait: otherwise a lock
+    /// can be granted already expired, or a commit judged in time after its
+    /// TTL ran out.
+    pub fn renewed(&self) -> Context<'a> {
+        Context { now: WallTime::now(), ..*self }
+    }
+
+    /// [`renewed`](Self::renewed), and `expires` (asked for as of this
+    /// context's `now`) moved on by the time the wait took, so that a TTL
+    /// counts from the moment the record is written.
+    pub fn renewed_with(&self, expires: Option<WallTime>) -> (Context<'a>, Option<WallTime>) {
+        let renewed = self.renewed();
+        let waited = renewed.now.since(self.now);
+        (renewed, expires.map(|at| at.saturating_add(waited)))
+    }
+}
+
 /// How a release ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseOutcome {
@@ -122,6 +145,9 @@ pub struct Inspection {
 /// The operations every strategy offers.
 ///
 /// # Contract
+/// * Every operation reads the time it decides by, and computes the times it
+///   writes, only once it holds whatever excludes the other processes (its
+///   guard, flock or log): [`Context::renewed`], [`Context::renewed_with`].
 /// * `try_acquire` either creates a record for `nonce` that excludes every
 ///   other holder and returns it, or returns [`Error::Busy`] (held by someone
 ///   else, or cooling down) or another error. Its fence is strictly greater

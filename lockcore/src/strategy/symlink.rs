@@ -193,6 +193,8 @@ fn is_ours(seen: &Option<Seen>, nonce: Nonce) -> Option<Record> {
 impl Strategy for Symlink {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
         let mut guard = self.guard.lock(Patience::Attempt)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         if guard.state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
@@ -222,6 +224,7 @@ impl Strategy for Symlink {
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let mut guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         // The link's mtime, not our memory, says when it expires: an
         // operator may have extended it with `touch -h`.
         let Some(on_disk) = is_ours(&self.links.read()?, held.nonce) else { return Ok(ReleaseOutcome::Lost) };
@@ -232,6 +235,8 @@ impl Strategy for Symlink {
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         let Some(on_disk) = is_ours(&self.links.read()?, held.nonce) else { return Ok(ProlongOutcome::Lost) };
         if on_disk.expires.is_some() == expires.is_some() {
             let mtime = expires.unwrap_or(cx.now);
@@ -262,11 +267,13 @@ impl Strategy for Symlink {
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
         let _guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         commit_if_current(is_ours(&self.links.read()?, held.nonce), cx.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         let guard = self.guard.lock(Patience::Change)?;
+        let cx = &cx.renewed();
         let holder = match self.links.read()? {
             Some(seen) => Some(judge(&seen, cx)?),
             None => None,

@@ -534,6 +534,7 @@ impl Toplock {
     /// `force`: rewrite even a short log (an appender needs the room).
     fn compact(&mut self, cx: &Context<'_>, force: bool) -> Result<(), Error> {
         let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
+        let cx = &cx.renewed();
         self.log.read(&file)?;
         if !force && self.log.len < COMPACT_AT {
             return Ok(());
@@ -608,7 +609,7 @@ impl Toplock {
             self.compact(cx, false)?;
             self.read_shared()?;
         }
-        self.log.replay(cx)
+        self.log.replay(&cx.renewed())
     }
 
     fn read_shared(&mut self) -> Result<(), Error> {
@@ -647,6 +648,8 @@ impl Strategy for Toplock {
         // the log, and each change is judged by reading it back.
         for _ in 0..4 {
             self.replay(cx)?;
+            let (renewed, expires) = cx.renewed_with(expires);
+            let cx = &renewed;
             let Some(me) = self.log.find(mine).filter(|&i| !self.log.requests[i].done()) else {
                 // Our request is gone (an operator broke it): queue again.
                 self.pending = None;
@@ -668,6 +671,7 @@ impl Strategy for Toplock {
             let expires = self.log.on_log_clock(cx, expires);
             self.append_line(cx, &grant_line(mine, expires, cx.now))?;
             self.replay(cx)?;
+            let cx = &cx.renewed();
             // Looked up again: a compaction in between renumbers the table,
             // and our request may have ended (an operator's break) and gone.
             let me = self.log.find(mine);
@@ -693,6 +697,7 @@ impl Strategy for Toplock {
         let replayed = self.replay(cx);
         self.log.watched = None;
         replayed?;
+        let cx = &cx.renewed();
         let now = self.log.now(cx);
         let me = self.log.find(held.nonce);
         let holder = self.log.holder(now.unix_nanos());
@@ -722,6 +727,8 @@ impl Strategy for Toplock {
 
     fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
         self.replay(cx)?;
+        let (renewed, expires) = cx.renewed_with(expires);
+        let cx = &renewed;
         let now = self.log.now(cx);
         let me = self.log.find(held.nonce);
         if me.is_none() || self.log.holder(now.unix_nanos()) != me {
@@ -751,6 +758,7 @@ impl Strategy for Toplock {
         // An exclusive flock keeps every other process from appending (a
         // grant included) while we check and act.
         let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
+        let cx = &cx.renewed();
         self.log.read(&file)?;
         self.log.replay(cx)?;
         let now = self.log.now(cx);
@@ -768,6 +776,7 @@ impl Strategy for Toplock {
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         self.replay(cx)?;
+        let cx = &cx.renewed();
         let now = self.log.now(cx);
         let holder = self.log.holder(now.unix_nanos()).map(|h| {
             let request = self.log.requests[h];
