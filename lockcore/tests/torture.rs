@@ -446,6 +446,12 @@ impl Torture<'_> {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+        // The worker says it stops, then stops: wait for the kernel to agree,
+        // or a SIGCONT sent in between would come before the SIGSTOP and
+        // leave the worker stopped for good.
+        while !is_stopped(pid) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let paused_at = now_ns();
         let fence = worker.fence.load(SeqCst);
         let start = Instant::now();
@@ -494,6 +500,12 @@ impl Torture<'_> {
             ));
         }
     }
+}
+
+/// Whether `pid` is stopped by a signal (state `T` in `/proc/PID/stat`).
+fn is_stopped(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
 }
 
 fn outcome_name(outcome: u32) -> &'static str {
