@@ -7,7 +7,7 @@
 //! Lines are appended here the way the library appends them: one `write` to
 //! a file opened with `O_APPEND`. Nonces of requests that no process owns
 //! are made up; their owners are on another host (`elsewhere`), so only
-//! their TTL can end them.
+//! their own TTL, written in their request, can end them.
 
 mod common;
 
@@ -48,25 +48,38 @@ fn made_up_nonce() -> String {
     format!("{:032x}", 0xdead_0000_0000u128 + NEXT.fetch_add(1, Ordering::Relaxed) as u128)
 }
 
-/// A request by a process on another host.
-fn foreign_request(nonce: &str, pid: u32) -> String {
-    format!("R {nonce} elsewhere - {pid} 777 {}\n", now_ns())
+/// A request by a process on another host, which may stay head without a
+/// grant for `ttl` before the others skip it.
+fn foreign_request(nonce: &str, pid: u32, ttl: Duration) -> String {
+    format!("R {nonce} elsewhere - {pid} 777 {} {}\n", ttl.as_nanos(), now_ns())
 }
 
-/// Appends `D` lines for requests that were never made (no-ops in replay)
-/// until the file is exactly `target` bytes: what the traffic of others
-/// does to the log's length, without changing who holds or waits.
+/// Appends `D` lines for requests that were never made (no-ops in replay;
+/// their times, all zeros, do not move the log's clock either) until the
+/// file is exactly `target` bytes: what the traffic of others does to the
+/// log's length, without changing who holds or waits.
 fn pad_to(queue: &Path, target: usize) {
+    // "D <32 hex> <t> <not before>\n": 37 bytes and two fields of 1 to 20 digits.
+    const SHORTEST: usize = 39;
+    const LONGEST: usize = 77;
     let mut remaining = target - len(queue);
+    assert!(remaining == 0 || remaining >= SHORTEST, "cannot pad {remaining} bytes");
     let mut lines = String::new();
     while remaining > 0 {
-        // A no-op line is 56 bytes plus 1 to 20 digits of its last field.
-        let mut line_len = remaining.min(76);
-        if remaining - line_len > 0 && remaining - line_len < 57 {
-            line_len = remaining - 57;
-        }
-        assert!((57..=76).contains(&line_len), "cannot pad {remaining} bytes");
-        lines.push_str(&format!("D {} {} {}\n", made_up_nonce(), now_ns(), "0".repeat(line_len - 56)));
+        let line_len = if remaining <= LONGEST {
+            remaining
+        } else if remaining - LONGEST >= SHORTEST {
+            LONGEST
+        } else {
+            remaining - SHORTEST
+        };
+        let digits = line_len - 37;
+        lines.push_str(&format!(
+            "D {} {} {}\n",
+            made_up_nonce(),
+            "0".repeat(digits / 2),
+            "0".repeat(digits - digits / 2)
+        ));
         remaining -= line_len;
     }
     append(queue, lines.as_bytes());
@@ -119,7 +132,8 @@ fn more_waiters_than_the_table_holds_do_not_wedge_the_lock() {
     let queue = queue_in(&dir);
     let mut holder = open(&queue, "ttl=30s");
     holder.try_acquire().unwrap();
-    let burst: String = (0..128).map(|pid| foreign_request(&made_up_nonce(), 1000 + pid)).collect();
+    let burst: String =
+        (0..128).map(|pid| foreign_request(&made_up_nonce(), 1000 + pid, Duration::from_secs(30))).collect();
     append(&queue, burst.as_bytes());
     assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     let info = open(&queue, "ttl=30s").inspect().expect("inspect");
@@ -229,13 +243,13 @@ fn a_waiter_broken_before_its_grant_does_not_hold() {
 }
 
 /// With `stale=none`, an ungranted head (a waiter that stopped polling) is
-/// skipped `ttl` after it became head, also while other traffic keeps the
-/// log compacting more often than `ttl`.
+/// skipped its `ttl` after it became head, also while other traffic keeps
+/// the log compacting more often than that.
 #[test]
 fn compaction_does_not_restart_a_stuck_heads_ttl() {
     let dir = TestDir::new("toplock-stuck-head");
     let queue = queue_in(&dir);
-    append(&queue, foreign_request(&made_up_nonce(), 4242).as_bytes());
+    append(&queue, foreign_request(&made_up_nonce(), 4242, Duration::from_secs(2)).as_bytes());
     let waiting_queue = queue.clone();
     // The traffic lasts longer than the waiter's patience, and compacts the
     // log every half second or so.
@@ -246,7 +260,7 @@ fn compaction_does_not_restart_a_stuck_heads_ttl() {
         let churn: String = (0..12)
             .map(|_| {
                 let nonce = made_up_nonce();
-                format!("{}D {nonce} {} 0\n", foreign_request(&nonce, 4343), now_ns())
+                format!("{}D {nonce} {} 0\n", foreign_request(&nonce, 4343, Duration::from_secs(2)), now_ns())
             })
             .collect();
         append(&queue, churn.as_bytes());
@@ -255,14 +269,99 @@ fn compaction_does_not_restart_a_stuck_heads_ttl() {
     assert!(waited.is_ok(), "the stuck head kept the lock past its ttl: {waited:?}");
 }
 
-/// A forged header with the largest sequence number: refused as corrupt,
-/// never a panic or a wrapped fence.
+/// A forged header with the largest sequence number, or a header of
+/// another format version: refused as corrupt, never a panic, a wrapped
+/// fence, or a replay that starts the fences again.
 #[test]
-fn a_header_with_the_largest_sequence_number_is_corrupt() {
-    let dir = TestDir::new("toplock-forged-header");
+fn a_header_with_the_largest_sequence_number_or_another_version_is_corrupt() {
+    for (label, header) in
+        [("largest", format!("H 3 {} 0 0 0 0 -\n", u64::MAX)), ("version", "H 2 7 0 0 0 7 -\n".into())]
+    {
+        let dir = TestDir::new(&format!("toplock-forged-header-{label}"));
+        let queue = queue_in(&dir);
+        append(&queue, header.as_bytes());
+        let mut lock = open(&queue, "ttl=30s");
+        assert_eq!(lock.inspect().err(), Some(Error::Corrupt(lockcore::CorruptKind::Record)), "{label}");
+        assert_eq!(lock.try_acquire(), Err(Error::Corrupt(lockcore::CorruptKind::Record)), "{label}");
+    }
+}
+
+/// An ungranted head is skipped by its requester's own `ttl`, written in
+/// its request, not by the reader's. A reader opened with a shorter `ttl`
+/// skipping a head that the others (and the head itself) still count as
+/// head would let two hold at once.
+#[test]
+fn an_ungranted_head_is_skipped_by_its_own_ttl_not_the_readers() {
+    let dir = TestDir::new("toplock-own-ttl");
     let queue = queue_in(&dir);
-    append(&queue, format!("H 2 {} 0 0 0 0 -\n", u64::MAX).as_bytes());
-    let mut lock = open(&queue, "ttl=30s");
-    assert_eq!(lock.inspect().err(), Some(Error::Corrupt(lockcore::CorruptKind::Record)));
-    assert_eq!(lock.try_acquire(), Err(Error::Corrupt(lockcore::CorruptKind::Record)));
+    append(&queue, foreign_request(&made_up_nonce(), 4242, Duration::from_secs(3600)).as_bytes());
+    let mut impatient = open(&queue, "ttl=300ms");
+    assert_eq!(
+        impatient.acquire(Some(Duration::from_millis(1500))).err(),
+        Some(Error::Timeout),
+        "a head with an hour's patience is skipped by a reader's 300 ms"
+    );
+
+    let dir = TestDir::new("toplock-own-ttl-short");
+    let queue = queue_in(&dir);
+    append(&queue, foreign_request(&made_up_nonce(), 4242, Duration::from_millis(300)).as_bytes());
+    let mut patient = open(&queue, "ttl=1h");
+    assert!(
+        patient.acquire(Some(Duration::from_secs(20))).is_ok(),
+        "a head with 300 ms of patience is not skipped after it by a reader whose own ttl is an hour"
+    );
+}
+
+/// An `X` line (a waiter found the head's owner dead) counts for every
+/// reader, also one that would not judge owners itself (`stale=none`):
+/// otherwise the two would replay the log to different holders.
+#[test]
+fn a_skip_counts_for_every_reader() {
+    let dir = TestDir::new("toplock-skip");
+    let queue = queue_in(&dir);
+    let nonce = made_up_nonce();
+    append(&queue, foreign_request(&nonce, 4242, Duration::from_secs(3600)).as_bytes());
+    append(&queue, format!("X {nonce} {}\n", now_ns()).as_bytes());
+    let mut judges_nobody = open(&queue, "ttl=1h&stale=none");
+    let info = judges_nobody.inspect().unwrap();
+    assert_eq!(info.queue_length, Some(0), "the skipped head still counts: {info:?}");
+    assert!(judges_nobody.try_acquire().is_ok(), "the skipped head still blocks a stale=none reader");
+}
+
+/// A line torn by a writer that died (or ran out of space) inside its
+/// write has no newline; the next line appended must not be glued to it
+/// and lost with it. Here that line is a release.
+#[test]
+fn a_torn_line_does_not_swallow_the_next_one() {
+    let dir = TestDir::new("toplock-torn");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=1h");
+    holder.try_acquire().unwrap();
+    append(&queue, b"R 0123456789abcdef");
+    assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    let mut next = open(&queue, "ttl=1h");
+    assert!(next.acquire(Some(Duration::from_secs(10))).is_ok(), "the release after the torn line was lost");
+    let text = fs::read_to_string(&queue).unwrap();
+    assert!(text.contains("R 0123456789abcdef\nD "), "the torn line is closed before the release: {text:?}");
+}
+
+/// A holder that overran its grant, with a request queued behind it that
+/// nobody polls for yet, releases with a cooldown: nobody took the lock
+/// over, so the release answers `Expired` and the cooldown holds, as it
+/// does for `lease`.
+#[test]
+fn a_release_after_an_overrun_keeps_its_cooldown() {
+    let dir = TestDir::new("toplock-overrun-cooldown");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=300ms");
+    holder.try_acquire().unwrap();
+    append(&queue, foreign_request(&made_up_nonce(), 4242, Duration::from_secs(3600)).as_bytes());
+    let expires = holder.held().unwrap().expires.unwrap();
+    wait_until("the grant to run out", || wall_now() > expires);
+    assert_eq!(holder.release(Duration::from_secs(60)), Ok(ReleaseOutcome::Expired));
+    let info = open(&queue, "ttl=1h").inspect().unwrap();
+    assert!(
+        info.cooldown_until.is_some_and(|until| until.unix_nanos() > now_ns() + 30_000_000_000),
+        "the cooldown was dropped: {info:?}"
+    );
 }

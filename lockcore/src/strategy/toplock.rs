@@ -6,8 +6,8 @@
 //! served. The file is a log; its meaning is the result of replaying it:
 //!
 //! ```text
-//! H 2 <seq before> <not before> <last end> <time floor> <last fence> <head since|->   header, after a compaction
-//! R <nonce> <host> <boot> <pid> <start> <t>     request (its position gives its sequence number)
+//! H 3 <seq before> <not before> <last end> <time floor> <last fence> <head since|->   header, after a compaction
+//! R <nonce> <host> <boot> <pid> <start> <ttl|-> <t>   request (its position gives its sequence number)
 //! G <nonce> <expires|never> <t>                  grant or renewal, written by the requester
 //! D <nonce> <t> <not before>                     done: released (with cooldown) or abandoned
 //! X <nonce> <t>                                  skip: the requester was found dead
@@ -20,13 +20,17 @@
 //! before it). The head is the first request not done; a `G` counts only if
 //! its requester is the head at that point of the log and any cooldown has
 //! passed. A granted head whose expiry passes is skipped once someone else
-//! waits behind it; an ungranted head is skipped when `ttl` has passed since
-//! it became head (its requester stopped polling); a head whose owner is
-//! provably dead is skipped by an `X` line that any waiter appends, which
-//! replay accepts only if that owner is dead when checked. Skipping never
-//! removes a line, so nobody loses their place. Because every decision is a
-//! function of the log, every process that reads it agrees on the holder, and
-//! a holder learns it lost the lock by reading the log, not by a race.
+//! waits behind it; an ungranted head is skipped when its requester's own
+//! `ttl` (written in its `R` line) has passed since it became head (its
+//! requester stopped polling); a head whose owner is provably dead is
+//! skipped by an `X` line that a waiter appends once it has judged that
+//! owner dead. Skipping never removes a line, so nobody loses their place.
+//!
+//! Every decision is a function of the log alone, never of the reader:
+//! not of its own `ttl` or `stale` options, not of how it judges a process
+//! now. So every process that reads the log agrees on the holder, whatever
+//! options it opened the lock with, and a holder learns it lost the lock by
+//! reading the log, not by a race.
 //!
 //! The fencing token is the request's sequence number: requests are granted
 //! in order, so grants see increasing numbers. When the file grows past
@@ -56,14 +60,20 @@ use crate::sys::{self, CPath, FlockOp};
 use crate::text::{parse_i64, parse_u64, FixedText};
 
 /// The largest queue file replayed. No append takes the file past it: an
-/// appender that would compacts first, and if the pending requests alone
-/// fill it, the queue is full and the attempt is busy.
+/// appender that would compacts first. A new request is admitted only while
+/// the queue, compacted, would leave [`RESERVE`] free, so that those already
+/// queued can always write their grants, releases and skips; past that the
+/// queue is full and a newcomer's attempt is busy.
 pub const QUEUE_CAPACITY: usize = 16 * 1024;
+/// Room kept free of requests: one grant that compaction will carry, one
+/// line of any kind, and slack for the header's numbers to grow.
+pub const RESERVE: usize = 4 * LINE_CAPACITY;
 /// Whoever reads the file compacts it once it is this long (and compaction
 /// would halve it).
 pub const COMPACT_AT: usize = 4 * 1024;
 /// Requests one replay tracks at once; finished ones are dropped from the
-/// table as it fills, so this bounds the pending requests only.
+/// table as it fills, and a new request is admitted only while fewer than
+/// this many are pending.
 pub const MAX_REQUESTS: usize = 128;
 const LINE_CAPACITY: usize = 200;
 
@@ -126,6 +136,9 @@ struct Request {
     offset: usize,
     seq: u64,
     since: i64,
+    /// The requester's `ttl`: how long it may stay head without a grant
+    /// (without polling) before the others skip it.
+    patience: Option<i64>,
     grant: Grant,
     /// `Pending` while in the queue; otherwise why it left.
     ended: Ended,
@@ -152,17 +165,47 @@ enum Ended {
 }
 
 const EMPTY_REQUEST: Request =
-    Request { nonce: Nonce(0), offset: 0, seq: 0, since: 0, grant: Grant::No, ended: Ended::Done };
+    Request { nonce: Nonce(0), offset: 0, seq: 0, since: 0, patience: None, grant: Grant::No, ended: Ended::Done };
 
 /// One parsed line.
 enum Line {
-    Header { base_seq: u64, not_before: i64, last_end: i64, floor: i64, last_fence: u64, head_since: Option<i64> },
-    Request { nonce: Nonce, owner: Owner, t: i64 },
-    Grant { nonce: Nonce, until: Grant, t: i64 },
-    Done { nonce: Nonce, t: i64, not_before: i64 },
-    Skip { nonce: Nonce, t: i64 },
-    Broken { nonce: Nonce, t: i64 },
-    Gap { count: u64 },
+    /// A header of another format version: this log is not ours to replay.
+    OtherVersion,
+    Header {
+        base_seq: u64,
+        not_before: i64,
+        last_end: i64,
+        floor: i64,
+        last_fence: u64,
+        head_since: Option<i64>,
+    },
+    Request {
+        nonce: Nonce,
+        owner: Owner,
+        patience: Option<i64>,
+        t: i64,
+    },
+    Grant {
+        nonce: Nonce,
+        until: Grant,
+        t: i64,
+    },
+    Done {
+        nonce: Nonce,
+        t: i64,
+        not_before: i64,
+    },
+    Skip {
+        nonce: Nonce,
+        t: i64,
+    },
+    Broken {
+        nonce: Nonce,
+        t: i64,
+    },
+    Gap {
+        count: u64,
+    },
 }
 
 fn parse_line(line: &[u8]) -> Option<Line> {
@@ -173,8 +216,8 @@ fn parse_line(line: &[u8]) -> Option<Line> {
     let int = |w: Option<&[u8]>| w.and_then(parse_i64);
     let parsed = match kind {
         b"H" => {
-            if next()? != b"2" {
-                return None;
+            if next()? != b"3" {
+                return Some(Line::OtherVersion);
             }
             Line::Header {
                 base_seq: parse_u64(next()?)?,
@@ -197,9 +240,14 @@ fn parse_line(line: &[u8]) -> Option<Line> {
             };
             let pid = parse_u64(next()?).and_then(|p| i32::try_from(p).ok()).filter(|&p| p > 0)?;
             let start_ticks = parse_u64(next()?)?;
+            let patience = match next()? {
+                b"-" => None,
+                ns => Some(parse_i64(ns).filter(|&ns| ns >= 0)?),
+            };
             Line::Request {
                 nonce,
                 owner: Owner { host, boot, process: ProcessId { pid, start_ticks } },
+                patience,
                 t: int(next())?,
             }
         }
@@ -276,8 +324,8 @@ impl Log {
     }
 
     /// Ends the head while it is over: expired with someone waiting, or
-    /// ungranted for longer than `ttl`.
-    fn advance(&mut self, t: i64, ttl: Option<Duration>) {
+    /// ungranted for longer than its requester's `ttl`.
+    fn advance(&mut self, t: i64) {
         while let Some(h) = self.head() {
             if !self.waiting_behind(h) {
                 return;
@@ -285,8 +333,8 @@ impl Log {
             let head = self.requests[h];
             let ended_at = match head.grant {
                 Grant::Until(until) if until <= t => until,
-                Grant::No => match ttl {
-                    Some(ttl) if head.since.saturating_add(nanos(ttl)) <= t => head.since.saturating_add(nanos(ttl)),
+                Grant::No => match head.patience {
+                    Some(patience) if head.since.saturating_add(patience) <= t => head.since.saturating_add(patience),
                     _ => return,
                 },
                 _ => return,
@@ -322,25 +370,28 @@ impl Log {
         self.torn_lines = 0;
         self.watched_end = Ended::Pending;
         self.next_seq = 1;
-        let ttl = cx.options.ttl;
         let mut at = 0;
         while at < self.len {
             let rest = &self.bytes[at..self.len];
-            // A last line without its newline is an append still in flight
-            // (readers and appenders share the flock): it does not count yet.
+            // A last line without its newline was torn by a writer that died
+            // or ran out of space inside its write (appends hold the flock
+            // exclusively, so none is in flight while we read): it does not
+            // count, and the next appender closes it before its own line.
             let Some(nl) = rest.iter().position(|&b| b == b'\n') else { break };
             let offset = at;
             at += nl + 1;
-            // A line that does not parse was torn by a writer killed inside
-            // its write(2), and may have swallowed the next writer's line.
-            // Neither writer acted on its line before reading it back, so it
-            // is skipped: a torn request is made again, a torn grant is not
-            // confirmed, a torn release or skip is retried or expires.
+            // A line that does not parse is such a torn line, closed. Its
+            // writer learnt of the failure from its write, or died: a torn
+            // request is made again, a torn grant is not confirmed, a torn
+            // release or skip is retried or its owner found dead.
             let Some(line) = parse_line(&rest[..nl]) else {
                 self.torn_lines += 1;
                 continue;
             };
             let t = match line {
+                // Replaying it by this format's rules could hand out a fence
+                // that was handed out before.
+                Line::OtherVersion => return Err(Error::Corrupt(CorruptKind::Record)),
                 Line::Header { base_seq, not_before, last_end, floor, last_fence, head_since } => {
                     if offset != 0 {
                         return Err(Error::Corrupt(CorruptKind::Record));
@@ -363,10 +414,10 @@ impl Log {
             };
             self.floor = self.floor.max(t);
             let t = self.floor;
-            self.advance(t, ttl);
+            self.advance(t);
             match line {
-                Line::Header { .. } | Line::Gap { .. } => {}
-                Line::Request { nonce, .. } => {
+                Line::OtherVersion | Line::Header { .. } | Line::Gap { .. } => {}
+                Line::Request { nonce, patience, .. } => {
                     if self.count == MAX_REQUESTS {
                         self.drop_finished();
                     }
@@ -381,7 +432,7 @@ impl Log {
                     self.next_seq = seq.checked_add(1).ok_or(Error::Corrupt(CorruptKind::Record))?;
                     let since = self.head_since.take().unwrap_or(t);
                     self.requests[self.count] =
-                        Request { nonce, offset, seq, since, grant: Grant::No, ended: Ended::Pending };
+                        Request { nonce, offset, seq, since, patience, grant: Grant::No, ended: Ended::Pending };
                     self.count += 1;
                     if self.head() == Some(self.count - 1) {
                         self.requests[self.count - 1].since = since.max(self.last_end).max(self.not_before);
@@ -396,18 +447,35 @@ impl Log {
                     }
                 }
                 Line::Done { nonce, not_before, .. } => {
-                    if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
-                        if self.head() == Some(i) && self.requests[i].grant != Grant::No {
+                    let Some(i) = self.find(nonce) else { continue };
+                    let request = self.requests[i];
+                    if !request.done() {
+                        if self.head() == Some(i) && request.grant != Grant::No {
                             self.not_before = self.not_before.max(not_before);
                         }
                         self.finish(i, t, Ended::Done);
+                    } else if request.ended == Ended::Expired
+                        && request.grant != Grant::No
+                        && self.last_fence == request.seq
+                    {
+                        // A holder that overran its grant, releasing before
+                        // anyone took the lock over: its cooldown holds, as
+                        // it would have on time, and the next in line waits
+                        // it out.
+                        self.not_before = self.not_before.max(not_before);
+                        if let Some(next) = self.head() {
+                            let r = &mut self.requests[next];
+                            r.since = r.since.max(self.not_before);
+                        }
                     }
                 }
                 Line::Skip { nonce, .. } => {
+                    // Judged by its writer, once: a dead owner stays dead,
+                    // and a reader that judged again (by its own `stale`
+                    // option, or with a /proc that answers differently)
+                    // could replay the log to another holder.
                     if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
-                        if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&self.owner(i)) == Liveness::Dead {
-                            self.finish(i, t, Ended::Dead);
-                        }
+                        self.finish(i, t, Ended::Dead);
                     }
                 }
                 Line::Broken { nonce, .. } => {
@@ -417,7 +485,7 @@ impl Log {
                 }
             }
         }
-        self.advance(self.now(cx).unix_nanos(), ttl);
+        self.advance(self.now(cx).unix_nanos());
         Ok(())
     }
 
@@ -462,6 +530,69 @@ impl Log {
     fn pending_count(&self) -> usize {
         self.requests[..self.count].iter().filter(|r| !r.done()).count()
     }
+
+    /// Hands `emit` the compacted log, piece by piece: the header with the
+    /// replay state, then each pending request's `K` line (the sequence
+    /// numbers of finished requests before it), its own `R` line and its
+    /// grant. One description serves both writing it and measuring it.
+    fn compacted(&self, emit: &mut dyn FnMut(&[u8]) -> Result<(), Error>) -> Result<(), Error> {
+        let pending = || self.requests[..self.count].iter().filter(|r| !r.done());
+        let head = pending().next();
+        let first_seq = head.map_or(self.next_seq, |r| r.seq);
+        let mut header = FixedText::<LINE_CAPACITY>::new();
+        let _ = write!(
+            header,
+            "H 3 {} {} {} {} {}",
+            first_seq - 1,
+            self.not_before,
+            self.last_end,
+            self.floor,
+            self.last_fence
+        );
+        let _ = match head {
+            Some(head) => writeln!(header, " {}", head.since),
+            None => writeln!(header, " -"),
+        };
+        emit(header.as_bytes())?;
+        let mut next_seq = first_seq;
+        for request in pending() {
+            if request.seq > next_seq {
+                let mut gap = FixedText::<LINE_CAPACITY>::new();
+                let _ = writeln!(gap, "K {}", request.seq - next_seq);
+                emit(gap.as_bytes())?;
+            }
+            next_seq = request.seq + 1;
+            let line = &self.bytes[request.offset..self.len];
+            emit(&line[..line.iter().position(|&b| b == b'\n').map_or(line.len(), |nl| nl + 1)])?;
+            // Only the head can hold a grant; written at the log's latest
+            // time, when it was already valid.
+            let expires = match request.grant {
+                Grant::No => continue,
+                Grant::Until(ns) => Some(WallTime::from_unix_nanos(ns)),
+                Grant::Forever => None,
+            };
+            emit(grant_line(request.nonce, expires, WallTime::from_unix_nanos(self.floor)).as_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn compacted_len(&self) -> usize {
+        let mut len = 0;
+        let _ = self.compacted(&mut |piece| {
+            len += piece.len();
+            Ok(())
+        });
+        len
+    }
+
+    /// Whether a request line of `line_len` bytes may join the queue: the
+    /// table has a slot for it, and the compacted queue with it still leaves
+    /// [`RESERVE`] free.
+    fn admits(&self, line_len: usize) -> bool {
+        let gap_line = 24; // "K <u64>\n"
+        self.pending_count() + 1 < MAX_REQUESTS
+            && self.compacted_len() + gap_line + line_len + RESERVE <= QUEUE_CAPACITY
+    }
 }
 
 fn nanos(d: Duration) -> i64 {
@@ -475,12 +606,25 @@ fn grant_expiry(grant: Grant) -> Option<WallTime> {
     }
 }
 
-/// Appends one line in one write.
-fn append(file: &LockedFile<'_>, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
-    sys::write_all(file.fd, line.as_bytes()).map_err(Error::Os)
+/// Appends one line in one write, to a log of `size` bytes read under the
+/// same exclusive flock. A log that does not end with a newline ends with a
+/// line torn by a writer that died or ran out of space inside its write:
+/// the newline that closes it goes first, in the same write, so that the
+/// torn line cannot swallow this one.
+fn append(file: &LockedFile<'_>, size: usize, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
+    let mut last = [b'\n'];
+    if size > 0 {
+        sys::pread_full(file.fd, &mut last, size as u64 - 1).map_err(Error::Os)?;
+    }
+    let mut out = FixedText::<{ LINE_CAPACITY + 1 }>::new();
+    if last[0] != b'\n' {
+        let _ = out.push_bytes(b"\n");
+    }
+    let _ = out.push_bytes(line.as_bytes());
+    sys::write_all(file.fd, out.as_bytes()).map_err(Error::Os)
 }
 
-fn request_line(nonce: Nonce, owner: &Owner, t: WallTime) -> FixedText<LINE_CAPACITY> {
+fn request_line(nonce: Nonce, owner: &Owner, patience: Option<Duration>, t: WallTime) -> FixedText<LINE_CAPACITY> {
     let mut out = FixedText::new();
     let _ = out.push_bytes(b"R ");
     let _ = out.push_bytes(&nonce.hex());
@@ -490,7 +634,12 @@ fn request_line(nonce: Nonce, owner: &Owner, t: WallTime) -> FixedText<LINE_CAPA
         Some(boot) => write!(out, " {boot:?}"),
         None => out.push_bytes(b" -"),
     };
-    let _ = writeln!(out, " {} {} {}", owner.process.pid, owner.process.start_ticks, t.unix_nanos());
+    let _ = write!(out, " {} {}", owner.process.pid, owner.process.start_ticks);
+    let _ = match patience {
+        Some(ttl) => write!(out, " {}", nanos(ttl)),
+        None => out.push_bytes(b" -"),
+    };
+    let _ = writeln!(out, " {}", t.unix_nanos());
     out
 }
 
@@ -540,61 +689,25 @@ impl Toplock {
             return Ok(());
         }
         self.log.replay(cx)?;
-        let log = &self.log;
-        let pending = || log.requests[..log.count].iter().filter(|r| !r.done());
-        // Each pending request keeps its line and, at most, a grant line.
-        let kept: usize = pending().map(|r| LINE_CAPACITY.min(log.len - r.offset) + LINE_CAPACITY).sum();
-        if !force && 2 * kept > log.len {
+        let compacted_len = self.log.compacted_len();
+        if !force && 2 * compacted_len > self.log.len {
             return Ok(());
         }
-        let head = pending().next();
-        let first_seq = head.map_or(log.next_seq, |r| r.seq);
-        let mut header = FixedText::<LINE_CAPACITY>::new();
-        let _ = write!(
-            header,
-            "H 2 {} {} {} {} {}",
-            first_seq - 1,
-            log.not_before,
-            log.last_end,
-            log.floor,
-            log.last_fence
-        );
-        let _ = match head {
-            Some(head) => writeln!(header, " {}", head.since),
-            None => writeln!(header, " -"),
-        };
+        if compacted_len >= QUEUE_CAPACITY {
+            // Admission keeps the queue far smaller; only lines that did not
+            // come through it (a hostile file) get here. Writing it would
+            // leave a file no replay reads.
+            return Err(Error::Corrupt(CorruptKind::RecordTooLong));
+        }
         ignore_missing(sys::unlink(&self.compact_temp))?;
         let temp = sys::open(&self.compact_temp, CREATE_NEW_FLAGS, self.mode).map_err(Error::from_path_errno)?;
-        let mut written = sys::write_all(&temp, header.as_bytes());
-        let mut next_seq = first_seq;
-        for request in pending() {
-            let mut lines = FixedText::<{ 3 * LINE_CAPACITY }>::new();
-            if request.seq > next_seq {
-                let _ = writeln!(lines, "K {}", request.seq - next_seq);
-            }
-            next_seq = request.seq + 1;
-            let line = &log.bytes[request.offset..log.len];
-            let line = &line[..line.iter().position(|&b| b == b'\n').map_or(line.len(), |nl| nl + 1)];
-            let _ = lines.push_bytes(line);
-            // Only the head can hold a grant; written at the log's latest
-            // time, when it was already valid.
-            let until = match request.grant {
-                Grant::No => None,
-                Grant::Until(ns) => Some(Some(WallTime::from_unix_nanos(ns))),
-                Grant::Forever => Some(None),
-            };
-            if let Some(expires) = until {
-                let _ = lines
-                    .push_bytes(grant_line(request.nonce, expires, WallTime::from_unix_nanos(log.floor)).as_bytes());
-            }
-            written = written.and_then(|()| sys::write_all(&temp, lines.as_bytes()));
-        }
+        let written = self.log.compacted(&mut |piece| sys::write_all(&temp, piece).map_err(Error::Os));
         drop(temp);
         // Appenders wait on our exclusive flock, then see that the path names
         // a new file and append there.
-        if let Err(e) = written.and_then(|()| sys::rename(&self.compact_temp, &self.path)) {
+        if let Err(e) = written.and_then(|()| sys::rename(&self.compact_temp, &self.path).map_err(Error::Os)) {
             let _ = sys::unlink(&self.compact_temp);
-            return Err(Error::Os(e));
+            return Err(e);
         }
         drop(file);
         Ok(())
@@ -619,13 +732,36 @@ impl Toplock {
 
     /// Appends one line, never past [`QUEUE_CAPACITY`]: the size check and
     /// the write happen under an exclusive flock, and a full log is
-    /// compacted first. `Busy` if the pending requests alone fill it.
+    /// compacted first (admission keeps room for this line after that).
     fn append_line(&mut self, cx: &Context<'_>, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
         for _ in 0..2 {
             let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
             let size = sys::fstat(file.fd).map_err(Error::Os)?.size as usize;
-            if size + line.as_bytes().len() < QUEUE_CAPACITY {
-                return append(&file, line);
+            if size + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
+                return append(&file, size, line);
+            }
+            drop(file);
+            self.compact(cx, true)?;
+        }
+        Err(Error::Busy)
+    }
+
+    /// Appends this handle's request, stamped now, if the queue admits it
+    /// ([`Log::admits`]): decided on the log as it is under the exclusive
+    /// flock, so that no other request slips in between. `Busy` when the
+    /// queue is full: nobody's place is taken, and the caller asks again.
+    fn append_request(&mut self, cx: &Context<'_>, nonce: Nonce) -> Result<(), Error> {
+        for _ in 0..2 {
+            let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
+            let cx = &cx.renewed();
+            let line = request_line(nonce, cx.me, cx.options.ttl, cx.now);
+            self.log.read(&file)?;
+            self.log.replay(cx)?;
+            if !self.log.admits(line.as_bytes().len()) {
+                return Err(Error::Busy);
+            }
+            if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
+                return append(&file, self.log.len, &line);
             }
             drop(file);
             self.compact(cx, true)?;
@@ -639,7 +775,7 @@ impl Strategy for Toplock {
         let mine = match self.pending {
             Some(pending) => pending,
             None => {
-                self.append_line(cx, &request_line(nonce, cx.me, cx.now))?;
+                self.append_request(cx, nonce)?;
                 self.pending = Some(nonce);
                 nonce
             }
@@ -718,7 +854,10 @@ impl Strategy for Toplock {
             // next in line, or no longer in the log at all.
             (_, None) => ReleaseOutcome::Lost,
         };
-        if me.is_some_and(|i| !self.log.requests[i].done()) {
+        // Written while the request is still queued, and also after an
+        // overrun that nobody took over, so that its cooldown holds.
+        let overran_untaken = outcome == ReleaseOutcome::Expired && !cooldown.is_zero();
+        if me.is_some_and(|i| !self.log.requests[i].done()) || overran_untaken {
             let not_before = if cooldown.is_zero() { 0 } else { now.saturating_add(cooldown).unix_nanos() };
             self.append_line(cx, &nonce_line("D", held.nonce, format_args!(" {} {not_before}", cx.now.unix_nanos())))?;
         }
@@ -809,5 +948,72 @@ impl Strategy for Toplock {
         let nonce = self.log.requests[head].nonce;
         self.append_line(cx, &nonce_line("B", nonce, format_args!(" {}", cx.now.unix_nanos())))?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn file_len(path: &PathBuf) -> usize {
+        std::fs::metadata(path).map_or(0, |m| m.len() as usize)
+    }
+
+    /// Admission keeps the promise the reserve makes: once the queue is full
+    /// a newcomer is refused without writing anything, and every request
+    /// already queued can still be granted, renewed and released, one after
+    /// another, each line fitting. With a short host name the table's slots
+    /// run out first; with the longest, the file's bytes do.
+    #[test]
+    fn a_full_queue_refuses_newcomers_and_keeps_room_for_those_queued() {
+        let long_host = [b'h'; 64];
+        for host in [&b"h"[..], &long_host[..]] {
+            let dir = std::env::temp_dir().join(std::format!(
+                "lockcore-toplock-full-{}-{}-{}",
+                host.len(),
+                std::process::id(),
+                WallTime::now().unix_nanos()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("queue");
+            let spec = Spec::parse(std::format!("toplock:{}?ttl=1h", path.display()).as_bytes()).unwrap();
+            let mut me = Owner::current().unwrap();
+            me.host = HostName::from_bytes(host).unwrap();
+            let cx = Context { me: &me, options: &spec.options, now: WallTime::now() };
+            // Boxed: the strategy keeps the log's bytes inline.
+            let mut queue = std::boxed::Box::new(Toplock::new(&spec).unwrap());
+
+            let mut admitted = std::vec::Vec::new();
+            loop {
+                let nonce = Nonce::random().unwrap();
+                let before = file_len(&path);
+                match queue.append_request(&cx, nonce) {
+                    Ok(()) => admitted.push(nonce),
+                    Err(Error::Busy) => {
+                        assert_eq!(file_len(&path), before, "a refused request wrote to the queue");
+                        break;
+                    }
+                    Err(e) => panic!("queueing request {}: {e:?}", admitted.len() + 1),
+                }
+                assert!(file_len(&path) < QUEUE_CAPACITY);
+                assert!(admitted.len() < MAX_REQUESTS, "more requests pending than the table holds");
+            }
+            assert!(admitted.len() >= 60, "host of {} bytes: only {} requests admitted", host.len(), admitted.len());
+
+            for (turn, &nonce) in admitted.iter().enumerate() {
+                let now = WallTime::now();
+                for _ in 0..3 {
+                    let grant = grant_line(nonce, Some(now.saturating_add(Duration::from_secs(3600))), now);
+                    queue.append_line(&cx, &grant).unwrap_or_else(|e| panic!("turn {turn}: grant: {e:?}"));
+                }
+                let done = nonce_line("D", nonce, format_args!(" {} 0", now.unix_nanos()));
+                queue.append_line(&cx, &done).unwrap_or_else(|e| panic!("turn {turn}: release: {e:?}"));
+                assert!(file_len(&path) < QUEUE_CAPACITY);
+            }
+            queue.replay(&cx).unwrap();
+            assert_eq!(queue.log.pending_count(), 0, "every request was released");
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 }
