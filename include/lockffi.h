@@ -101,7 +101,8 @@ typedef enum {
    */
   LOCK_ERR_BUFFER_TOO_SMALL = 106,
   /**
-   * A duration argument is out of range.
+   * A duration argument is out of range, or `lock_commit` was given one
+   * of the lock's own files (the lock or its guard) to rename.
    */
   LOCK_ERR_INVALID_ARGUMENT = 107,
   /**
@@ -161,6 +162,13 @@ typedef enum {
    * Another system error; `errno` holds it.
    */
   LOCK_ERR_SYSTEM = 307,
+  /**
+   * `lock_commit` could not rename the temp file over the target (the
+   * temp file is missing, the target is a directory, the two are on
+   * different file systems, ...); `errno` holds why. The lock is still
+   * held and the target untouched.
+   */
+  LOCK_ERR_COMMIT = 308,
   /**
    * A bug in this library was caught before it could cross into C.
    */

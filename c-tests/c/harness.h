@@ -105,6 +105,7 @@ HARNESS_UNUSED static const char *rc_name(int code) {
     case LOCK_ERR_RECORD_TOO_LONG: return "LOCK_ERR_RECORD_TOO_LONG";
     case LOCK_ERR_CORRUPT_GUARD: return "LOCK_ERR_CORRUPT_GUARD";
     case LOCK_ERR_SYSTEM: return "LOCK_ERR_SYSTEM";
+    case LOCK_ERR_COMMIT: return "LOCK_ERR_COMMIT";
     case LOCK_ERR_PANIC: return "LOCK_ERR_PANIC";
     default: return "(unknown code)";
     }
@@ -139,6 +140,7 @@ HARNESS_UNUSED static const lock_result ALL_CODES[] = {
     LOCK_ERR_RECORD_TOO_LONG,
     LOCK_ERR_CORRUPT_GUARD,
     LOCK_ERR_SYSTEM,
+    LOCK_ERR_COMMIT,
     LOCK_ERR_PANIC,
 };
 #define ALL_CODES_COUNT (sizeof ALL_CODES / sizeof ALL_CODES[0])

@@ -103,11 +103,19 @@ static bool commit_while_held(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_commit(h, p.temp, NULL), LOCK_ERR_NULL_ARGUMENT);
     CHECK_RC(lock_commit(h, NULL, NULL), LOCK_ERR_NULL_ARGUMENT);
     if (!unchanged(p.target, &before, "a commit with a NULL path")) return false;
-    /* a temp file that does not exist: an error, the target untouched */
+    /* a temp file that does not exist: LOCK_ERR_COMMIT with rename's errno,
+     * the target untouched, the lock still held */
     char missing[HARNESS_PATH_MAX];
     path_join(missing, sizeof missing, dir, "no-such-temp");
-    CHECK_RC(lock_commit(h, missing, p.target), LOCK_ERR_NOT_FOUND);
+    errno = 0;
+    CHECK_RC(lock_commit(h, missing, p.target), LOCK_ERR_COMMIT);
+    CHECK_MSG(errno == ENOENT, "errno after a commit of a missing temp file: %d, expected ENOENT", errno);
     if (!unchanged(p.target, &before, "a commit of a missing temp file")) return false;
+    /* the lock's own file as target: refused, nothing renamed */
+    char lock_file[HARNESS_PATH_MAX];
+    path_join(lock_file, sizeof lock_file, dir, s->lock_name);
+    CHECK_RC(lock_commit(h, p.temp, lock_file), LOCK_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(path_exists(p.temp), "a commit onto the lock's own file renamed the temp file");
 
     CHECK_RC(lock_commit(h, p.temp, p.target), LOCK_OK);
     if (!has_content(p.target, "new contents\n")) return false;

@@ -118,6 +118,13 @@ pub enum Error {
     NotALock,
     /// The lock's record is unreadable; see [`CorruptKind`].
     Corrupt(CorruptKind),
+    /// The commit step could not rename the caller's temp file over its
+    /// target (the temp file is missing, the target is a directory, the two
+    /// are on different file systems, ...); the target is untouched.
+    Commit(Errno),
+    /// The commit step was given one of the lock's own files (the lock or
+    /// its guard) as its temp file or its target; nothing was renamed.
+    CommitOntoLock,
     /// Any other system error, with its errno.
     Os(Errno),
 }
@@ -163,6 +170,12 @@ impl fmt::Display for Error {
             Error::Corrupt(CorruptKind::Record) => f.write_str("the lock's owner record is corrupt"),
             Error::Corrupt(CorruptKind::RecordTooLong) => f.write_str("the lock's owner record is too long"),
             Error::Corrupt(CorruptKind::GuardState) => f.write_str("the lock's guard file is corrupt"),
+            Error::Commit(errno) => write!(
+                f,
+                "the commit could not rename the temp file over the target (errno {}); the target is untouched",
+                errno.raw()
+            ),
+            Error::CommitOntoLock => f.write_str("the commit's temp file or target is one of the lock's own files"),
             Error::Os(errno) => write!(f, "system error (errno {})", errno.raw()),
         }
     }

@@ -229,9 +229,23 @@ impl Lock {
     /// The seed-000 commit step: replaces `target` with the finished file
     /// `temp` by `rename(2)`, only if this handle still holds the lock at that
     /// moment. On `Expired` or `Lost`, `target` is untouched and `temp` is
-    /// left for the caller.
+    /// left for the caller. A failed rename is [`Error::Commit`]; a temp
+    /// file or target that is the lock itself or its guard is
+    /// [`Error::CommitOntoLock`] (renaming over either would destroy the lock).
     pub fn commit_file(&mut self, temp: &CPath, target: &CPath) -> Result<CommitOutcome, Error> {
-        self.run_while_held(&mut || sys::rename(temp, target).map_err(Error::from_path_errno))
+        let lock = self.path().clone();
+        let guard = crate::strategy::with_suffix(&lock, b".guard")?;
+        self.run_while_held(&mut || {
+            // Judged by inode, not by name (a relative path, a link to a
+            // directory), and under the guard, so the lock's files stay put.
+            for path in [temp, target] {
+                let Ok(given) = sys::lstat(path) else { continue };
+                if [&lock, &guard].into_iter().any(|own| sys::lstat(own).is_ok_and(|own| own.same_file(&given))) {
+                    return Err(Error::CommitOntoLock);
+                }
+            }
+            sys::rename(temp, target).map_err(Error::Commit)
+        })
     }
 
     /// A second handle on an acquisition this process holds through another

@@ -51,7 +51,7 @@ impl Failure {
     fn record(self) -> lock_result {
         match self {
             Failure::Core(error) => {
-                if let Error::Os(errno) = error {
+                if let Error::Os(errno) | Error::Commit(errno) = error {
                     // SAFETY: __errno_location returns this thread's errno.
                     unsafe { *libc::__errno_location() = errno.raw() };
                 }

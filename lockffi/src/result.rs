@@ -43,7 +43,8 @@ pub enum lock_result {
     LOCK_ERR_UNSUPPORTED = 105,
     /// An output buffer is too small; nothing was written.
     LOCK_ERR_BUFFER_TOO_SMALL = 106,
-    /// A duration argument is out of range.
+    /// A duration argument is out of range, or `lock_commit` was given one
+    /// of the lock's own files (the lock or its guard) to rename.
     LOCK_ERR_INVALID_ARGUMENT = 107,
 
     /// The lock spec is not `scheme:target?key=value&...`.
@@ -76,6 +77,11 @@ pub enum lock_result {
     LOCK_ERR_CORRUPT_GUARD = 306,
     /// Another system error; `errno` holds it.
     LOCK_ERR_SYSTEM = 307,
+    /// `lock_commit` could not rename the temp file over the target (the
+    /// temp file is missing, the target is a directory, the two are on
+    /// different file systems, ...); `errno` holds why. The lock is still
+    /// held and the target untouched.
+    LOCK_ERR_COMMIT = 308,
 
     /// A bug in this library was caught before it could cross into C.
     LOCK_ERR_PANIC = 900,
@@ -113,6 +119,7 @@ impl lock_result {
         LOCK_ERR_RECORD_TOO_LONG,
         LOCK_ERR_CORRUPT_GUARD,
         LOCK_ERR_SYSTEM,
+        LOCK_ERR_COMMIT,
         LOCK_ERR_PANIC,
     ];
 
@@ -146,6 +153,7 @@ impl lock_result {
             LOCK_ERR_RECORD_TOO_LONG => c"the lock's owner record is too long",
             LOCK_ERR_CORRUPT_GUARD => c"the lock's guard file is corrupt",
             LOCK_ERR_SYSTEM => c"system error; see errno",
+            LOCK_ERR_COMMIT => c"the commit could not rename the temp file over the target; see errno",
             LOCK_ERR_PANIC => c"internal error in the lock library (caught panic)",
         }
     }
@@ -175,6 +183,8 @@ impl From<Error> for lock_result {
             Error::Corrupt(CorruptKind::Record) => LOCK_ERR_CORRUPT_RECORD,
             Error::Corrupt(CorruptKind::RecordTooLong) => LOCK_ERR_RECORD_TOO_LONG,
             Error::Corrupt(CorruptKind::GuardState) => LOCK_ERR_CORRUPT_GUARD,
+            Error::Commit(_) => LOCK_ERR_COMMIT,
+            Error::CommitOntoLock => LOCK_ERR_INVALID_ARGUMENT,
             Error::Os(_) => LOCK_ERR_SYSTEM,
         }
     }
@@ -224,6 +234,7 @@ mod tests {
         assert_eq!(LOCK_ERR_NULL_ARGUMENT as i32, 100);
         assert_eq!(LOCK_ERR_SPEC_SYNTAX as i32, 200);
         assert_eq!(LOCK_ERR_SYSTEM as i32, 307);
+        assert_eq!(LOCK_ERR_COMMIT as i32, 308);
         assert_eq!(LOCK_ERR_PANIC as i32, 900);
     }
 }
