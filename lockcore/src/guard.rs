@@ -65,11 +65,11 @@ pub struct GuardState {
 }
 
 impl GuardState {
-    /// Draws the next fencing token. A guard (or a record it was raised to)
-    /// that already holds the largest one was forged: no token is left that
-    /// is greater than every earlier one.
-    pub fn next_fence(&mut self) -> Result<u64, Error> {
-        self.fence = self.fence.checked_add(1).ok_or(Error::Corrupt(CorruptKind::GuardState))?;
+    /// Draws the next fencing token at `now` ([`crate::fence::next`]). A
+    /// guard (or a record it was raised to) that already holds the largest
+    /// one was forged: no token is left that is greater than every earlier one.
+    pub fn next_fence(&mut self, now: WallTime) -> Result<u64, Error> {
+        self.fence = crate::fence::next(self.fence, now).ok_or(Error::Corrupt(CorruptKind::GuardState))?;
         Ok(self.fence)
     }
 

@@ -58,6 +58,7 @@ extern crate std;
 
 pub mod clock;
 pub mod error;
+pub mod fence;
 pub mod guard;
 mod lock;
 pub mod owner;

@@ -102,7 +102,7 @@ impl Strategy for Flock {
         if state.cooling_down(cx.now) {
             return Err(Error::Busy);
         }
-        let fence = state.next_fence()?;
+        let fence = state.next_fence(cx.now)?;
         state.cooldown_until = None;
         let record = Record { owner: *cx.me, nonce, fence, expires };
         Self::write_state(&fd, &state, Some(&record))?;

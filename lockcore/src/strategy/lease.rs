@@ -194,7 +194,7 @@ impl Strategy for Lease {
             }
         }
         // A lease file forged with the largest fence leaves none to hand out.
-        let fence = state.fence().checked_add(1).ok_or(Error::Corrupt(CorruptKind::Record))?;
+        let fence = crate::fence::next(state.fence(), cx.now).ok_or(Error::Corrupt(CorruptKind::Record))?;
         let record = Record { owner: *cx.me, nonce, fence, expires };
         write(&file, &LeaseState::Held(record))?;
         Ok(record)

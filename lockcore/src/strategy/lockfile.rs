@@ -138,7 +138,7 @@ impl Strategy for LockFile {
         };
         // Drawn before a stale record goes: one forged with the largest
         // fence is refused while it is still there, not forgotten.
-        let fence = guard.state.next_fence()?;
+        let fence = guard.state.next_fence(cx.now)?;
         if stale {
             // Judged and removed inside one guard section: this is the exact
             // record that was judged stale, and no fresh one can replace it

@@ -147,7 +147,7 @@ impl Strategy for Mkdir {
             None => false,
         };
         // Drawn before a stale record goes (see lockfile.rs).
-        let fence = guard.state.next_fence()?;
+        let fence = guard.state.next_fence(cx.now)?;
         if stale {
             // Judged and retired inside one guard section (see lockfile.rs).
             // Under a tag of its own: `nonce` names our record, and our

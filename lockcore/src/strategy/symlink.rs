@@ -211,7 +211,7 @@ impl Strategy for Symlink {
             None => false,
         };
         // Drawn before a stale link goes (see lockfile.rs).
-        let fence = guard.state.next_fence()?;
+        let fence = guard.state.next_fence(cx.now)?;
         if stale {
             // Judged and removed inside one guard section.
             ignore_missing(sys::unlink(&self.links.lock))?;

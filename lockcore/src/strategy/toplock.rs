@@ -611,16 +611,16 @@ fn grant_expiry(grant: Grant) -> Option<WallTime> {
 /// line torn by a writer that died or ran out of space inside its write:
 /// the newline that closes it goes first, in the same write, so that the
 /// torn line cannot swallow this one.
-fn append(file: &LockedFile<'_>, size: usize, line: &FixedText<LINE_CAPACITY>) -> Result<(), Error> {
+fn append(file: &LockedFile<'_>, size: usize, lines: &[u8]) -> Result<(), Error> {
     let mut last = [b'\n'];
     if size > 0 {
         sys::pread_full(file.fd, &mut last, size as u64 - 1).map_err(Error::Os)?;
     }
-    let mut out = FixedText::<{ LINE_CAPACITY + 1 }>::new();
+    let mut out = FixedText::<{ 2 * LINE_CAPACITY + 1 }>::new();
     if last[0] != b'\n' {
         let _ = out.push_bytes(b"\n");
     }
-    let _ = out.push_bytes(line.as_bytes());
+    out.push_bytes(lines).map_err(|_| Error::Corrupt(CorruptKind::RecordTooLong))?;
     sys::write_all(file.fd, out.as_bytes()).map_err(Error::Os)
 }
 
@@ -738,7 +738,7 @@ impl Toplock {
             let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
             let size = sys::fstat(file.fd).map_err(Error::Os)?.size as usize;
             if size + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
-                return append(&file, size, line);
+                return append(&file, size, line.as_bytes());
             }
             drop(file);
             self.compact(cx, true)?;
@@ -754,14 +754,22 @@ impl Toplock {
         for _ in 0..2 {
             let file = self.file.lock_file_as(Patience::Change, FlockOp::Exclusive)?;
             let cx = &cx.renewed();
-            let line = request_line(nonce, cx.me, cx.options.ttl, cx.now);
             self.log.read(&file)?;
             self.log.replay(cx)?;
-            if !self.log.admits(line.as_bytes().len()) {
+            let mut lines = FixedText::<{ 2 * LINE_CAPACITY }>::new();
+            if self.log.len == 0 {
+                // A new queue numbers its requests (its fences) from the
+                // clock, as every fence is floored (crate::fence): a queue
+                // file that was lost restarts above the numbers it gave.
+                let before_first = crate::fence::next(0, cx.now).map_or(0, |first| first - 1);
+                let _ = writeln!(lines, "H 3 {before_first} 0 0 0 0 -");
+            }
+            let _ = lines.push_bytes(request_line(nonce, cx.me, cx.options.ttl, cx.now).as_bytes());
+            if !self.log.admits(lines.as_bytes().len()) {
                 return Err(Error::Busy);
             }
-            if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
-                return append(&file, self.log.len, &line);
+            if self.log.len + 1 + lines.as_bytes().len() < QUEUE_CAPACITY {
+                return append(&file, self.log.len, lines.as_bytes());
             }
             drop(file);
             self.compact(cx, true)?;
