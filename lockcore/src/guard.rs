@@ -55,6 +55,17 @@ impl Patience {
     }
 }
 
+/// The permissions of a lock's guard file, from the lock's own `mode`:
+/// whoever may read the lock may take it, and taking it means writing the
+/// guard, so each read bit grants read and write. A private lock
+/// (`mode=0600`) gets a private guard, which no other user can open and
+/// flock to wedge the lock; without a `mode`, anyone may take it (0666,
+/// less the umask).
+pub fn mode_for(lock_mode: Option<u32>) -> libc::mode_t {
+    let readers = lock_mode.unwrap_or(0o444) & 0o444;
+    readers | (readers >> 1)
+}
+
 /// What the guard file remembers about its lock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GuardState {
