@@ -11,6 +11,7 @@
  * pipes and waitpid(); sleeps only let a TTL or a cooldown run out, but for
  * one that gives a deadlock its chance (release_other_on_lost).
  */
+#include <pthread.h>
 #include <signal.h>
 
 #include "harness.h"
@@ -1124,6 +1125,70 @@ static bool test_fork_child_closes_renewed_handle(void) {
     return left_free(dir, true);
 }
 
+/* fork() while another thread is inside the library: the child gets a copy
+ * of every lock the library keeps for the whole process, as it was at that
+ * instant, and no thread to give it back. One thread takes and gives back a
+ * flock over and over (each time listing and unlisting its handle for the
+ * exit hook); the main thread forks, and each child closes another handle
+ * and exits, under a deadline. Without fork handlers about one child in a
+ * hundred found the list of held handles locked, and hung in lock_close. */
+#define FORKS_WHILE_CHURNING 1500
+
+struct churn {
+    lock_handle *h;
+    int stop;       /* atomic: set by the main thread */
+    int cycles;     /* atomic: acquire/release cycles done */
+    int failure;    /* the first result that was not LOCK_OK */
+};
+
+static void *acquire_release_until_stopped(void *arg) {
+    struct churn *churn = arg;
+    while (!__atomic_load_n(&churn->stop, __ATOMIC_SEQ_CST)) {
+        lock_result rc = lock_try_acquire(churn->h, NULL);
+        if (rc == LOCK_OK) rc = lock_release(churn->h, 0);
+        if (rc != LOCK_OK) {
+            churn->failure = (int)rc;
+            return NULL;
+        }
+        __atomic_add_fetch(&churn->cycles, 1, __ATOMIC_SEQ_CST);
+    }
+    return NULL;
+}
+
+static bool close_in_child(void *h) {
+    lock_close(h);
+    return true;
+}
+
+static bool test_fork_while_another_thread_calls(void) {
+    if (getenv("LOCKFFI_UNDER_MEMCHECK") != NULL) {
+        SKIP("under memcheck: a child of fork() cannot free the other thread's thread-locals, which memcheck counts "
+             "as definitely lost");
+    }
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "fork-churn"));
+    lock_handle *churned = NULL, *closed = NULL;
+    OPEN(churned, &STRATEGIES[2], dir, NULL);
+    OPEN(closed, &STRATEGIES[1], dir, NULL);
+    struct churn churn = {churned, 0, 0, LOCK_OK};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, acquire_release_until_stopped, &churn) == 0);
+    bool children_ok = true;
+    int forked = 0;
+    while (children_ok && forked < FORKS_WHILE_CHURNING) {
+        children_ok = in_child_with_deadline(close_in_child, closed, 10);
+        forked++;
+    }
+    __atomic_store_n(&churn.stop, 1, __ATOMIC_SEQ_CST);
+    CHECK(pthread_join(thread, NULL) == 0);
+    lock_close(churned);
+    lock_close(closed);
+    CHECK_MSG(children_ok, "child %d of %d failed", forked, FORKS_WHILE_CHURNING);
+    CHECK_RC((lock_result)churn.failure, LOCK_OK);
+    CHECK_MSG(churn.cycles > 0, "the other thread never acquired while the children were forked");
+    return true;
+}
+
 /* A child that acquires, reports its fence, and waits to be killed. */
 static bool child_holds(const struct strategy *s, const char *dir, const char *options, int report_fd, int wait_fd) {
     lock_handle *h = NULL;
@@ -1231,6 +1296,7 @@ static const struct test_case CASES[] = {
     {"test_exit_while_lost_callback_releases", test_exit_while_lost_callback_releases},
     {"test_lost_callback_stops_own_watchdog", test_lost_callback_stops_own_watchdog},
     {"test_fork_child_closes_renewed_handle", test_fork_child_closes_renewed_handle},
+    {"test_fork_while_another_thread_calls", test_fork_while_another_thread_calls},
     {"test_killed_holder", test_killed_holder},
 };
 

@@ -4,6 +4,7 @@
 //! others to wait out. A killed process cannot run this; there, stale-lock
 //! detection takes over.
 
+use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, Once, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,50 @@ use crate::handle::lock_handle;
 /// listed while it holds the mutex.
 static HELD: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 static HOOK: Once = Once::new();
+static FORK_HOOKS: Once = Once::new();
+
+thread_local! {
+    /// HELD, held by the thread that calls fork() from just before the fork
+    /// until just after it, in the parent and in the child.
+    static HELD_ACROSS_FORK: RefCell<Option<MutexGuard<'static, Vec<usize>>>> = const { RefCell::new(None) };
+}
+
+/// Installs the fork handlers; called by `lock_open`, before any handle can
+/// take HELD. A child of fork() has only the thread that forked: had another
+/// thread held HELD at that instant, the child's copy would stay locked, and
+/// its first `lock_close` would wait forever. So the forking thread takes
+/// HELD before the fork (no other thread holds it at the copy) and gives it
+/// back on both sides after. HELD is only ever held for a few instructions,
+/// or a release at exit, and never while a callback runs, so the wait before
+/// a fork is short.
+pub fn install_fork_hooks() {
+    FORK_HOOKS.call_once(|| {
+        // SAFETY: both handlers are `extern "C" fn()`s that never unwind
+        // (they catch panics). pthread_atfork fails only without memory for
+        // its list; then a fork stays as unsafe as it was without handlers.
+        unsafe {
+            libc::pthread_atfork(Some(take_held_before_fork), Some(give_back_after_fork), Some(give_back_after_fork))
+        };
+    });
+}
+
+extern "C" fn take_held_before_fork() {
+    let _ = std::panic::catch_unwind(|| {
+        // Without its locals (a thread that forks while it exits) the thread
+        // cannot keep the guard, and forks without it.
+        let _ = HELD_ACROSS_FORK.try_with(|slot| {
+            *slot.borrow_mut() = Some(HELD.lock().unwrap_or_else(|e| e.into_inner()));
+        });
+    });
+}
+
+/// Runs in the parent and in the child, on the thread that forked, which
+/// is the one that took HELD.
+extern "C" fn give_back_after_fork() {
+    let _ = std::panic::catch_unwind(|| {
+        let _ = HELD_ACROSS_FORK.try_with(|slot| drop(slot.borrow_mut().take()));
+    });
+}
 
 pub fn register(handle: usize) {
     HOOK.call_once(|| {

@@ -32,6 +32,10 @@ pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, wai
 /// nothing at fork time; it is then a new owner with its own pid.
 /// (For `flock`, the child's copy of the descriptor keeps the kernel lock
 /// alive until the child closes it or execs; descriptors are close-on-exec.)
+/// Other threads may be inside `lock_*` calls when the process forks: the
+/// child never waits for a thread it did not inherit. A handle that was in a
+/// call at that instant answers `LOCK_ERR_HANDLE_IN_USE` in the child, and
+/// `lock_close` frees it.
 ///
 /// Exit: locks still held when the process exits normally (return from
 /// `main`, `exit()`) are released, as LockFile::Simple's autoclean does. A

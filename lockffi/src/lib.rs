@@ -174,6 +174,7 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
         if spec.is_null() || handle_out.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
+        autoclean::install_fork_hooks();
         // SAFETY: non-NULL and NUL-terminated by the contract above.
         let spec = unsafe { CStr::from_ptr(spec) };
         let lock = Lock::open(spec.to_bytes())?;
