@@ -85,7 +85,8 @@ typedef enum {
   LOCK_ERR_ALREADY_HELD = 102,
   /**
    * The handle's lock was acquired by the parent process before fork();
-   * only the parent may release or prolong it.
+   * only the parent may use it. Every call on the child's copy of the
+   * handle but `lock_close` answers this, whatever its other arguments.
    */
   LOCK_ERR_FORKED = 103,
   /**
@@ -205,9 +206,10 @@ typedef enum {
  *
  * fork(): a lock held when the process forks belongs to the parent. In the
  * child, every call on the inherited handle but `lock_close` returns
- * `LOCK_ERR_FORKED` (release, prolong, acquire, inspect, break, commit),
- * and `lock_close` frees the child's copy without releasing anything. A child may acquire through a handle that held
- * nothing at fork time; it is then a new owner with its own pid.
+ * `LOCK_ERR_FORKED`, before it looks at its other arguments, and
+ * `lock_close` frees the child's copy without releasing anything. A child
+ * may acquire through a handle that held nothing at fork time; it is then a
+ * new owner with its own pid.
  * (For `flock`, the child's copy of the descriptor keeps the kernel lock
  * alive until the child closes it or execs; descriptors are close-on-exec.)
  * Other threads may be inside `lock_*` calls when the process forks: the

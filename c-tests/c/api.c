@@ -745,10 +745,29 @@ static bool test_foreign_locks(void) {
     return true;
 }
 
+/* A path longer than PATH_MAX, for lock_commit. */
+static char too_long_path[HARNESS_PATH_MAX + 64];
+
 /* In a child of the holder: every call on the inherited handle but
- * lock_close answers LOCK_ERR_FORKED, those that touch no lock file too;
- * closing it (or exiting) leaves the parent's lock. */
+ * lock_close answers LOCK_ERR_FORKED, those that touch no lock file too,
+ * and whatever else is wrong with the arguments (but a NULL handle): the
+ * handle is the first thing a call judges. Closing it (or exiting) leaves
+ * the parent's lock. */
 static bool forked_handle_child(lock_handle *h, bool close_it) {
+    memset(too_long_path, 'x', sizeof too_long_path - 1);
+    too_long_path[sizeof too_long_path - 1] = '\0';
+    CHECK_RC(lock_release(h, UINT64_MAX), LOCK_ERR_FORKED);
+    CHECK_RC(lock_prolong(h, UINT64_MAX), LOCK_ERR_FORKED);
+    CHECK_RC(lock_commit(h, too_long_path, "no-such-target"), LOCK_ERR_FORKED);
+    CHECK_RC(lock_commit(h, "no-such-temp", too_long_path), LOCK_ERR_FORKED);
+    CHECK_RC(lock_commit(h, NULL, NULL), LOCK_ERR_FORKED);
+    CHECK_RC(lock_inspect(h, NULL), LOCK_ERR_FORKED);
+    CHECK_RC(lock_path(h, NULL, 0, NULL), LOCK_ERR_FORKED);
+    char tiny[1];
+    CHECK_RC(lock_path(h, tiny, sizeof tiny, NULL), LOCK_ERR_FORKED);
+    CHECK_RC(lock_acquire(h, LOCK_WAIT_FOREVER, NULL), LOCK_ERR_FORKED);
+    CHECK_RC(lock_break(h, NULL), LOCK_ERR_FORKED);
+
     CHECK_RC(lock_release(h, 0), LOCK_ERR_FORKED);
     CHECK_RC(lock_release(h, 500), LOCK_ERR_FORKED);
     CHECK_RC(lock_prolong(h, 1000), LOCK_ERR_FORKED);

@@ -27,9 +27,10 @@ pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, wai
 ///
 /// fork(): a lock held when the process forks belongs to the parent. In the
 /// child, every call on the inherited handle but `lock_close` returns
-/// `LOCK_ERR_FORKED` (release, prolong, acquire, inspect, break, commit),
-/// and `lock_close` frees the child's copy without releasing anything. A child may acquire through a handle that held
-/// nothing at fork time; it is then a new owner with its own pid.
+/// `LOCK_ERR_FORKED`, before it looks at its other arguments, and
+/// `lock_close` frees the child's copy without releasing anything. A child
+/// may acquire through a handle that held nothing at fork time; it is then a
+/// new owner with its own pid.
 /// (For `flock`, the child's copy of the descriptor keeps the kernel lock
 /// alive until the child closes it or execs; descriptors are close-on-exec.)
 /// Other threads may be inside `lock_*` calls when the process forks: the

@@ -22,9 +22,10 @@
 //!   are independent, even for the same lock: they exclude each other as two
 //!   processes would.
 //! * fork(): a lock held before fork() belongs to the parent. In the child,
-//!   every call on that handle but `lock_close` answers `LOCK_ERR_FORKED`,
-//!   and `lock_close` frees it without releasing the parent's lock. A child may
-//!   acquire with a handle that held nothing at fork time.
+//!   every call on that handle but `lock_close` answers `LOCK_ERR_FORKED`
+//!   whatever its other arguments, and `lock_close` frees it without
+//!   releasing the parent's lock. A child may acquire with a handle that held
+//!   nothing at fork time.
 //! * Exit: locks still held at normal process exit (return from `main`,
 //!   `exit()`) are released. A killed process's lock is stale at once for
 //!   same-host processes (`stale=pid`, the default), or after its TTL.
@@ -45,8 +46,8 @@ use std::time::Duration;
 use lockcore::{Liveness, Lock, WallTime};
 
 use crate::boundary::{try_ref, write_optional, Failure};
-use crate::handle::Warning;
 pub use crate::handle::{lock_handle, lock_warning_fn};
+use crate::handle::{Claimed, Warning};
 pub use crate::result::lock_result;
 pub use crate::watchdog::lock_lost_fn;
 use crate::watchdog::Watchdog;
@@ -74,16 +75,19 @@ fn duration_arg(ms: u64) -> Result<Duration, Failure> {
     Ok(Duration::from_millis(ms))
 }
 
-/// `LOCK_ERR_FORKED` if the handle holds a lock its process did not take:
-/// a parent's, inherited through fork(). The core refuses every operation
-/// on such a lock; this does the same for the calls that touch no lock file
-/// (`lock_autorenew_stop`, `lock_set_warning`, `lock_path`) or would refuse
-/// for another reason first (`lock_autorenew` on flock), so that every call
-/// but `lock_close` answers alike on an inherited handle.
-fn refuse_inherited(lock: &Lock) -> Result<(), Failure> {
-    match lock.held() {
+/// Claims the handle for one call, then answers `LOCK_ERR_FORKED` if it
+/// holds a lock its process did not take: a parent's, inherited through
+/// fork(). The core refuses every operation on such a lock, but only after
+/// the call has judged its other arguments, and some calls touch no lock
+/// file at all (`lock_autorenew_stop`, `lock_set_warning`, `lock_path`).
+/// Every call but `lock_close` starts here, before it looks at any other
+/// argument, so that an inherited handle gets one answer whatever else is
+/// wrong with the call.
+fn claim_own(handle: &lock_handle) -> Result<Claimed<'_>, Failure> {
+    let mut claimed = handle.claim()?;
+    match claimed.lock().held() {
         Some(held) if held.owner.process.pid != lockcore::sys::getpid() => Err(Failure::Core(lockcore::Error::Forked)),
-        _ => Ok(()),
+        _ => Ok(claimed),
     }
 }
 
@@ -220,7 +224,7 @@ pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) {
 pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *mut u64) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
+        let mut claimed = claim_own(handle)?;
         let acquired = claimed.lock().try_acquire()?;
         autoclean::register(claimed.address());
         write_optional(fence_out, acquired.fence);
@@ -240,7 +244,7 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64, fence_out: *mut u64) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
+        let mut claimed = claim_own(handle)?;
         let budget = (timeout_ms != LOCK_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms));
         let warning = *claimed.warning();
         let mut notify = |waited: Duration| {
@@ -270,7 +274,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
+        let mut claimed = claim_own(handle)?;
         let cooldown = duration_arg(cooldown_ms)?;
         // No renewal may run after the release. (Stopped only once the
         // arguments are known good: a refused call leaves the lock renewed.)
@@ -293,7 +297,7 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
+        let mut claimed = claim_own(handle)?;
         let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(ttl_ms)?) };
         let outcome = claimed.lock().prolong(ttl)?;
         if outcome == lockcore::ProlongOutcome::Lost {
@@ -321,6 +325,7 @@ pub unsafe extern "C" fn lock_commit(
 ) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
+        let mut claimed = claim_own(handle)?;
         if temp_path.is_null() || target_path.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
@@ -331,7 +336,6 @@ pub unsafe extern "C" fn lock_commit(
                 .map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
         };
         let (temp, target) = (as_path(temp)?, as_path(target)?);
-        let mut claimed = handle.claim()?;
         let outcome = claimed.lock().commit_file(&temp, &target)?;
         if outcome == lockcore::CommitOutcome::Lost {
             drop(claimed.watchdog().take());
@@ -365,8 +369,7 @@ pub unsafe extern "C" fn lock_autorenew(
 ) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
-        refuse_inherited(claimed.lock())?;
+        let mut claimed = claim_own(handle)?;
         let lock = claimed.lock();
         let held = *lock.held().ok_or(Failure::Code(lock_result::LOCK_ERR_NOT_HELD))?;
         let spec = lock.spec().clone();
@@ -392,8 +395,7 @@ pub unsafe extern "C" fn lock_autorenew(
 pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
-        refuse_inherited(claimed.lock())?;
+        let mut claimed = claim_own(handle)?;
         drop(claimed.watchdog().take());
         Ok(lock_result::LOCK_OK)
     })
@@ -408,10 +410,10 @@ pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_r
 pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut lock_info) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
+        let mut claimed = claim_own(handle)?;
         if info_out.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
-        let mut claimed = handle.claim()?;
         let inspection = claimed.lock().inspect()?;
         let mut info = lock_info {
             held: false,
@@ -462,7 +464,7 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
 pub unsafe extern "C" fn lock_break(handle: *mut lock_handle, was_held_out: *mut bool) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
+        let mut claimed = claim_own(handle)?;
         let was_held = claimed.lock().break_lock()?;
         write_optional(was_held_out, was_held);
         Ok(lock_result::LOCK_OK)
@@ -485,8 +487,7 @@ pub unsafe extern "C" fn lock_set_warning(
 ) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
-        let mut claimed = handle.claim()?;
-        refuse_inherited(claimed.lock())?;
+        let mut claimed = claim_own(handle)?;
         *claimed.warning() = callback.map(|callback| Warning { callback, context });
         Ok(lock_result::LOCK_OK)
     })
@@ -509,11 +510,10 @@ pub unsafe extern "C" fn lock_path(
 ) -> lock_result {
     boundary::call(|| {
         let handle = try_ref!(handle);
+        let mut claimed = claim_own(handle)?;
         if buf.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
-        let mut claimed = handle.claim()?;
-        refuse_inherited(claimed.lock())?;
         let path = claimed.lock().path().as_bytes();
         if path.len() >= buf_len {
             return Err(Failure::Code(lock_result::LOCK_ERR_BUFFER_TOO_SMALL));

@@ -35,7 +35,8 @@ pub enum lock_result {
     /// Acquire on a handle that already holds its lock.
     LOCK_ERR_ALREADY_HELD = 102,
     /// The handle's lock was acquired by the parent process before fork();
-    /// only the parent may release or prolong it.
+    /// only the parent may use it. Every call on the child's copy of the
+    /// handle but `lock_close` answers this, whatever its other arguments.
     LOCK_ERR_FORKED = 103,
     /// The handle is in use by another thread at this moment.
     LOCK_ERR_HANDLE_IN_USE = 104,
