@@ -374,7 +374,7 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
  * lock no longer expires; at most 100 years: `LOCK_ERR_INVALID_ARGUMENT`
  * beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
  * but nobody took it; held again now) or `LOCK_LOST` (someone else holds it;
- * the handle holds nothing).
+ * the handle holds nothing, and its watchdog, if any, is stopped).
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`.
@@ -387,7 +387,7 @@ lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
  * only if this handle still holds the lock at that moment. Returns
  * `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
  * or `LOCK_LOST` (someone else holds it: not committed; the handle holds
- * nothing). Unless committed, the target is untouched and the temp file is
+ * nothing, and its watchdog, if any, is stopped). Unless committed, the target is untouched and the temp file is
  * left to the caller. Both paths are plain paths, not lock specs.
  *
  * # Safety

@@ -405,6 +405,42 @@ static bool test_autorenew_reports_loss(void) {
     return for_each_strategy(autorenew_reports_loss);
 }
 
+/* lock_prolong answering LOCK_LOST stops the watchdog, as a lost release or
+ * commit does. Left running, it renews an acquisition that is gone: once
+ * the handle acquires again, its next tick finds the old one lost, calls
+ * the callback about the new acquisition, and stops. mkdir stands for the
+ * strategies: the watchdog is the library's. */
+static bool test_lost_prolong_stops_watchdog(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "lost-prolong"));
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(other, &STRATEGIES[1], dir, NULL);
+    struct lost_log log;
+    int fds[2];
+    if (!lost_log_init(&log, fds)) return false;
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_autorenew(h, on_lost, &log), LOCK_OK);
+    bool was_held = false;
+    CHECK_RC(lock_break(other, &was_held), LOCK_OK);
+    CHECK_RC(lock_prolong(h, 0), LOCK_LOST);
+    /* 1 if the watchdog saw the break first; no call may follow */
+    int calls = __atomic_load_n(&log.calls, __ATOMIC_SEQ_CST);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    sleep_ms(250); /* most of a TTL: a watchdog still running ticks twice */
+    int later = __atomic_load_n(&log.calls, __ATOMIC_SEQ_CST);
+    CHECK_MSG(later == calls,
+              "the lost callback ran %d time(s) after lock_prolong answered LOCK_LOST and the handle acquired again",
+              later - calls);
+    lock_result released;
+    CHECK_RC_EITHER(released, lock_release(h, 0), LOCK_OK, LOCK_EXPIRED);
+    close(fds[0]);
+    close(fds[1]);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Cooldown, for every strategy                                             */
 /* ------------------------------------------------------------------------ */
@@ -976,6 +1012,7 @@ static const struct test_case CASES[] = {
     {"test_autorenew_refusals", test_autorenew_refusals},
     {"test_autorenew_keeps_lock", test_autorenew_keeps_lock},
     {"test_autorenew_reports_loss", test_autorenew_reports_loss},
+    {"test_lost_prolong_stops_watchdog", test_lost_prolong_stops_watchdog},
     {"test_cooldown", test_cooldown},
     {"test_failed_attempts_leave_lock_usable", test_failed_attempts_leave_lock_usable},
     {"test_symlink_touch_extends", test_symlink_touch_extends},

@@ -289,7 +289,7 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 /// lock no longer expires; at most 100 years: `LOCK_ERR_INVALID_ARGUMENT`
 /// beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
 /// but nobody took it; held again now) or `LOCK_LOST` (someone else holds it;
-/// the handle holds nothing).
+/// the handle holds nothing, and its watchdog, if any, is stopped).
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`.
@@ -301,6 +301,9 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
         let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(ttl_ms)?) };
         let outcome = claimed.lock().prolong(ttl)?;
         if outcome == lockcore::ProlongOutcome::Lost {
+            // The watchdog renews the acquisition that is gone; left running,
+            // it would report the next one lost and stop.
+            drop(claimed.watchdog().take());
             autoclean::unregister(claimed.address());
         }
         Ok(outcome.into())
@@ -312,7 +315,7 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
 /// only if this handle still holds the lock at that moment. Returns
 /// `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
 /// or `LOCK_LOST` (someone else holds it: not committed; the handle holds
-/// nothing). Unless committed, the target is untouched and the temp file is
+/// nothing, and its watchdog, if any, is stopped). Unless committed, the target is untouched and the temp file is
 /// left to the caller. Both paths are plain paths, not lock specs.
 ///
 /// # Safety
