@@ -405,6 +405,32 @@ static bool test_autorenew_reports_loss(void) {
     return for_each_strategy(autorenew_reports_loss);
 }
 
+/* The watchdog's first renewal comes at once, not a third of the TTL after
+ * lock_autorenew: started with 150 of 900 ms left, it must renew before
+ * the TTL runs out, and a contender that waits past that moment stays out. */
+static bool test_autorenew_renews_at_once(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "renew-at-once"));
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=900ms");
+    OPEN(other, &STRATEGIES[1], dir, NULL);
+    struct lost_log log;
+    int fds[2];
+    if (!lost_log_init(&log, fds)) return false;
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    sleep_ms(750); /* most of the TTL runs out before the watchdog starts */
+    CHECK_RC(lock_autorenew(h, on_lost, &log), LOCK_OK);
+    uint64_t probe = FENCE_SENTINEL;
+    CHECK_RC(lock_acquire(other, 600, &probe), LOCK_TIMEOUT);
+    CHECK_MSG(__atomic_load_n(&log.calls, __ATOMIC_SEQ_CST) == 0, "the lost callback fired");
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    close(fds[0]);
+    close(fds[1]);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
 /* lock_prolong answering LOCK_LOST stops the watchdog, as a lost release or
  * commit does. Left running, it renews an acquisition that is gone: once
  * the handle acquires again, its next tick finds the old one lost, calls
@@ -1013,6 +1039,7 @@ static const struct test_case CASES[] = {
     {"test_autorenew_keeps_lock", test_autorenew_keeps_lock},
     {"test_autorenew_reports_loss", test_autorenew_reports_loss},
     {"test_lost_prolong_stops_watchdog", test_lost_prolong_stops_watchdog},
+    {"test_autorenew_renews_at_once", test_autorenew_renews_at_once},
     {"test_cooldown", test_cooldown},
     {"test_failed_attempts_leave_lock_usable", test_failed_attempts_leave_lock_usable},
     {"test_symlink_touch_extends", test_symlink_touch_extends},

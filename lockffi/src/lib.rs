@@ -287,9 +287,11 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 
 /// Moves the expiry to now + `ttl_ms` (0: the spec's `ttl`; without one, the
 /// lock no longer expires; at most 100 years: `LOCK_ERR_INVALID_ARGUMENT`
-/// beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out
-/// but nobody took it; held again now) or `LOCK_LOST` (someone else holds it;
-/// the handle holds nothing, and its watchdog, if any, is stopped).
+/// beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out but nobody
+/// took it; held again now) or `LOCK_LOST` (someone else holds it; the
+/// handle holds nothing, and its watchdog, if any, is stopped). While a
+/// watchdog runs (`lock_autorenew`), its next renewal sets the expiry back
+/// to now + the spec's `ttl`.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`.
@@ -352,10 +354,14 @@ pub unsafe extern "C" fn lock_commit(
     })
 }
 
-/// Starts a watchdog thread that prolongs the held lock by its spec's `ttl`
-/// every third of that `ttl`, until the lock is released or the handle
-/// closed. If a renewal finds that someone else holds the lock, the watchdog
-/// calls `lost` (if not NULL) once, from its own thread, with `context`, and
+/// Starts a watchdog thread that prolongs the held lock at once, then every
+/// third of its spec's `ttl`, until the lock is released or the handle
+/// closed. Each renewal sets the expiry to now + the spec's `ttl`, whatever
+/// `ttl_ms` a `lock_prolong` gave before or meanwhile: a longer expiry set
+/// that way is cut back to the spec's `ttl` at the next renewal.
+///
+/// If a renewal finds that someone else holds the lock, the watchdog calls
+/// `lost` (if not NULL) once, from its own thread, with `context`, and
 /// stops. `LOCK_ERR_NOT_HELD` without a held lock; `LOCK_ERR_UNSUPPORTED`
 /// for a spec without `ttl` (nothing expires) and for `flock` (the kernel
 /// holds it until release). Starting it again replaces the running one.

@@ -40,22 +40,27 @@ struct LostCallback {
 unsafe impl Send for LostCallback {}
 
 impl Watchdog {
-    /// Starts prolonging `shadow` (an adopted handle) every `every`.
+    /// Starts prolonging `shadow` (an adopted handle): at once, then every
+    /// `every`.
     pub fn start(mut shadow: Lock, every: Duration, lost: lock_lost_fn, context: *mut c_void) -> Watchdog {
         let stop: Arc<StopFlag> = Arc::new((Mutex::new(false), Condvar::new()));
         let stop_seen = Arc::clone(&stop);
         let lost = lost.map(|callback| LostCallback { callback, context });
         let thread = std::thread::spawn(move || {
             let lost = lost;
+            // The first renewal at once: the watchdog may start late in the
+            // TTL, with less than `every` left.
+            let mut pause = Duration::ZERO;
             loop {
                 let (flag, wake) = &*stop_seen;
                 let guard = flag.lock().unwrap_or_else(|e| e.into_inner());
                 let (guard, _) =
-                    wake.wait_timeout_while(guard, every, |stopped| !*stopped).unwrap_or_else(|e| e.into_inner());
+                    wake.wait_timeout_while(guard, pause, |stopped| !*stopped).unwrap_or_else(|e| e.into_inner());
                 if *guard {
                     break;
                 }
                 drop(guard);
+                pause = every;
                 match shadow.prolong(None) {
                     Ok(ProlongOutcome::Prolonged) | Ok(ProlongOutcome::Expired) => {}
                     Ok(ProlongOutcome::Lost) | Err(Error::NotHeld) => {
