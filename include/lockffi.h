@@ -408,7 +408,9 @@ lock_result lock_commit(lock_handle *handle, const char *temp_path, const char *
  * `lost` (if not NULL) once, from its own thread, with `context`, and
  * stops. `LOCK_ERR_NOT_HELD` without a held lock; `LOCK_ERR_UNSUPPORTED`
  * for a spec without `ttl` (nothing expires) and for `flock` (the kernel
- * holds it until release). Starting it again replaces the running one.
+ * holds it until release); `LOCK_ERR_SYSTEM`, with `errno` set, if no
+ * thread can be made. Starting it again replaces the running one; a start
+ * that fails leaves the running one running.
  *
  * # Safety
  * `handle` is NULL or a live handle. `lost` and `context` must be usable

@@ -1098,7 +1098,7 @@ static bool test_lost_callback_stops_own_watchdog(void) {
 
 /* fork() while a watchdog runs: the child has the handle, not the thread.
  * Closing the inherited handle must touch nothing of that thread (not its
- * stop flag's mutex, not its id): glibc gives the id to the child's next
+ * state's mutex, not its id): glibc gives the id to the child's next
  * thread, here the watchdog of a lock the child takes itself, which must
  * still stop cleanly. */
 struct renewed_at_fork {

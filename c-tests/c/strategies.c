@@ -18,9 +18,11 @@
 #endif
 
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "harness.h"
 
@@ -428,6 +430,102 @@ static bool test_autorenew_renews_at_once(void) {
     close(fds[1]);
     lock_close(h);
     lock_close(other);
+    return true;
+}
+
+/* No thread can be made: lock_autorenew answers LOCK_ERR_SYSTEM with errno
+ * set, and a watchdog already running goes on renewing. A child makes that
+ * so by an address-space limit (RLIMIT_AS) 1 MiB above what it uses, which
+ * leaves room for small allocations but not for a thread's stack, and by
+ * threads of its own that take every stack glibc keeps for reuse. */
+#define THREAD_STACK_BYTES (2u << 20) /* Rust's default: the size glibc reuses */
+#define MAX_STACK_TAKERS 64            /* glibc keeps 40 MiB of stacks at most */
+
+static void *wait_for_eof(void *fd) {
+    char byte;
+    while (read(*(int *)fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+    return NULL;
+}
+
+static long address_space_bytes(void) {
+    char statm[256];
+    if (read_file("/proc/self/statm", statm, sizeof statm) <= 0) return -1;
+    return strtol(statm, NULL, 10) * sysconf(_SC_PAGESIZE);
+}
+
+/* lock_autorenew(h) while no thread can be made: its result and errno. */
+static bool autorenew_starved(lock_handle *h, lock_result *result, int *result_errno) {
+    int eof[2];
+    CHECK(pipe(eof) == 0);
+    pthread_attr_t attr;
+    CHECK(pthread_attr_init(&attr) == 0 && pthread_attr_setstacksize(&attr, THREAD_STACK_BYTES) == 0);
+    struct rlimit unlimited, tight;
+    CHECK(getrlimit(RLIMIT_AS, &unlimited) == 0);
+    long used = address_space_bytes();
+    CHECK(used > 0);
+    tight.rlim_cur = (rlim_t)used + (1u << 20);
+    tight.rlim_max = unlimited.rlim_max;
+    CHECK(setrlimit(RLIMIT_AS, &tight) == 0);
+    pthread_t takers[MAX_STACK_TAKERS];
+    int taken = 0, refused = 0;
+    while (taken < MAX_STACK_TAKERS && (refused = pthread_create(&takers[taken], &attr, wait_for_eof, &eof[0])) == 0) {
+        taken++;
+    }
+    errno = 0;
+    *result = refused != 0 ? lock_autorenew(h, NULL, NULL) : LOCK_OK;
+    *result_errno = errno;
+    setrlimit(RLIMIT_AS, &unlimited);
+    close(eof[1]);
+    for (int i = 0; i < taken; i++) pthread_join(takers[i], NULL);
+    close(eof[0]);
+    pthread_attr_destroy(&attr);
+    CHECK_MSG(refused != 0, "%d threads were made with RLIMIT_AS at %ld + 1 MiB bytes", taken, used);
+    return true;
+}
+
+static bool autorenew_without_threads(const char *dir) {
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(other, &STRATEGIES[1], dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    lock_result started;
+    int started_errno;
+    if (!autorenew_starved(h, &started, &started_errno)) return false;
+    CHECK_RC(started, LOCK_ERR_SYSTEM);
+    CHECK_MSG(started_errno != 0, "errno is 0 after LOCK_ERR_SYSTEM");
+
+    /* with a watchdog running: the failed start leaves it running */
+    CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
+    if (!autorenew_starved(h, &started, &started_errno)) return false;
+    CHECK_RC(started, LOCK_ERR_SYSTEM);
+    CHECK_MSG(started_errno != 0, "errno is 0 after LOCK_ERR_SYSTEM");
+    sleep_ms(900); /* three TTLs: unrenewed, the lock would have run out */
+    lock_info info;
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.stale && info.fence == fence,
+              "three TTLs after the failed lock_autorenew: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")",
+              (int)info.held, (int)info.stale, info.fence, fence);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
+static bool test_autorenew_without_threads(void) {
+    if (getenv("LOCKFFI_UNDER_MEMCHECK") != NULL) {
+        SKIP("under memcheck, which keeps its own address space, RLIMIT_AS does not stop thread stacks alone");
+    }
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "no-threads"));
+    pid_t pid = fork_child();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(60); /* the case's limit, for the child */
+        child_exit(autorenew_without_threads(dir));
+    }
+    CHECK_CHILD_OK(pid);
     return true;
 }
 
@@ -1040,6 +1138,7 @@ static const struct test_case CASES[] = {
     {"test_autorenew_reports_loss", test_autorenew_reports_loss},
     {"test_lost_prolong_stops_watchdog", test_lost_prolong_stops_watchdog},
     {"test_autorenew_renews_at_once", test_autorenew_renews_at_once},
+    {"test_autorenew_without_threads", test_autorenew_without_threads},
     {"test_cooldown", test_cooldown},
     {"test_failed_attempts_leave_lock_usable", test_failed_attempts_leave_lock_usable},
     {"test_symlink_touch_extends", test_symlink_touch_extends},

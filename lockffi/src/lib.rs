@@ -91,6 +91,11 @@ fn claim_own(handle: &lock_handle) -> Result<Claimed<'_>, Failure> {
     }
 }
 
+/// A thread that could not be made: `LOCK_ERR_SYSTEM`, with its errno.
+fn no_thread(error: std::io::Error) -> Failure {
+    Failure::Core(lockcore::Error::Os(lockcore::sys::Errno(error.raw_os_error().unwrap_or(libc::EAGAIN))))
+}
+
 /// Size of `lock_info.owner_host`, terminator included.
 pub const LOCK_HOST_CAPACITY: usize = 65;
 
@@ -364,7 +369,9 @@ pub unsafe extern "C" fn lock_commit(
 /// `lost` (if not NULL) once, from its own thread, with `context`, and
 /// stops. `LOCK_ERR_NOT_HELD` without a held lock; `LOCK_ERR_UNSUPPORTED`
 /// for a spec without `ttl` (nothing expires) and for `flock` (the kernel
-/// holds it until release). Starting it again replaces the running one.
+/// holds it until release); `LOCK_ERR_SYSTEM`, with `errno` set, if no
+/// thread can be made. Starting it again replaces the running one; a start
+/// that fails leaves the running one running.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle. `lost` and `context` must be usable
@@ -387,10 +394,14 @@ pub unsafe extern "C" fn lock_autorenew(
             (_, Some(ttl)) => ttl,
         };
         let shadow = Lock::adopt(spec, held)?;
-        // Replaced only now that nothing can fail: a refused call leaves a
-        // running watchdog running.
-        drop(claimed.watchdog().take());
-        *claimed.watchdog() = Some(Watchdog::start(shadow, ttl / 3, lost, context));
+        // The new thread first: a call that fails, here too, leaves a
+        // running watchdog running. Then the old one stops (and is waited
+        // for) before the new one renews, so the two never overlap.
+        let watchdog = Watchdog::spawn(shadow, ttl / 3, lost, context).map_err(no_thread)?;
+        drop(claimed.watchdog().replace(watchdog));
+        if let Some(watchdog) = claimed.watchdog() {
+            watchdog.start();
+        }
         Ok(lock_result::LOCK_OK)
     })
 }

@@ -6,10 +6,11 @@
 //! calls; the strategies' guards order the two handles' operations.
 
 use std::ffi::c_void;
+use std::io;
 use std::os::unix::thread::JoinHandleExt;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lockcore::{Error, Lock, ProlongOutcome};
 
@@ -19,15 +20,40 @@ use lockcore::{Error, Lock, ProlongOutcome};
 pub type lock_lost_fn = Option<unsafe extern "C" fn(context: *mut c_void)>;
 
 pub struct Watchdog {
-    /// The stop flag shared with the thread, and the thread; taken by drop.
-    running: Option<(Arc<StopFlag>, JoinHandle<()>)>,
+    /// The state shared with the thread, and the thread; taken by drop.
+    running: Option<(Arc<Control>, JoinHandle<()>)>,
     /// The process that started the thread: a child of fork() has the
     /// handle but not the thread, and must not wait for it.
     pid: u32,
 }
 
-/// Set to true, and the thread woken, to stop it.
-type StopFlag = (Mutex<bool>, Condvar);
+/// What the thread is to do, and the condition variable that wakes it when
+/// that changes.
+struct Control {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Clone, Copy)]
+enum State {
+    /// Renewing nothing: not started yet.
+    Idle,
+    /// Renew at that moment.
+    RenewAt(Instant),
+    /// End the thread.
+    Stopped,
+}
+
+impl Control {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, state: State) {
+        *self.state() = state;
+        self.wake.notify_all();
+    }
+}
 
 /// The callback and its context, moved to the watchdog thread.
 struct LostCallback {
@@ -40,65 +66,91 @@ struct LostCallback {
 unsafe impl Send for LostCallback {}
 
 impl Watchdog {
-    /// Starts prolonging `shadow` (an adopted handle): at once, then every
-    /// `every`.
-    pub fn start(mut shadow: Lock, every: Duration, lost: lock_lost_fn, context: *mut c_void) -> Watchdog {
-        let stop: Arc<StopFlag> = Arc::new((Mutex::new(false), Condvar::new()));
-        let stop_seen = Arc::clone(&stop);
+    /// Starts the thread that will prolong `shadow` (an adopted handle), but
+    /// renews nothing before [`start`](Self::start): a caller replacing a
+    /// running watchdog makes the new thread first, so that a failure leaves
+    /// the old one running, and stops the old one before the new one renews.
+    /// Fails with pthread_create's error if no thread can be made.
+    pub fn spawn(shadow: Lock, every: Duration, lost: lock_lost_fn, context: *mut c_void) -> io::Result<Watchdog> {
+        let control = Arc::new(Control { state: Mutex::new(State::Idle), wake: Condvar::new() });
+        let seen = Arc::clone(&control);
         let lost = lost.map(|callback| LostCallback { callback, context });
-        let thread = std::thread::spawn(move || {
-            let lost = lost;
-            // The first renewal at once: the watchdog may start late in the
-            // TTL, with less than `every` left.
-            let mut pause = Duration::ZERO;
-            loop {
-                let (flag, wake) = &*stop_seen;
-                let guard = flag.lock().unwrap_or_else(|e| e.into_inner());
-                let (guard, _) =
-                    wake.wait_timeout_while(guard, pause, |stopped| !*stopped).unwrap_or_else(|e| e.into_inner());
-                if *guard {
-                    break;
+        let thread = std::thread::Builder::new()
+            .name("lock-watchdog".into())
+            .spawn(move || renew_until_stopped(&seen, shadow, every, lost))?;
+        Ok(Watchdog { running: Some((control, thread)), pid: std::process::id() })
+    }
+
+    /// Renews at once, then every `every`: the watchdog may start late in
+    /// the TTL, with less than `every` left.
+    pub fn start(&self) {
+        self.set(State::RenewAt(Instant::now()));
+    }
+
+    fn set(&self, state: State) {
+        // Not in a child of fork(): see Drop.
+        if let Some((control, _)) = self.running.as_ref().filter(|_| self.pid == std::process::id()) {
+            control.set(state);
+        }
+    }
+}
+
+/// The watchdog thread.
+fn renew_until_stopped(control: &Control, mut shadow: Lock, every: Duration, lost: Option<LostCallback>) {
+    let mut state = control.state();
+    loop {
+        match *state {
+            State::Stopped => break,
+            State::Idle => state = control.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
+            State::RenewAt(when) => {
+                let now = Instant::now();
+                if now < when {
+                    state = control.wake.wait_timeout(state, when - now).unwrap_or_else(|e| e.into_inner()).0;
+                    continue;
                 }
-                drop(guard);
-                pause = every;
-                match shadow.prolong(None) {
+                // Renewed with the state locked: whoever changes the state
+                // waits until no renewal is under way.
+                let renewed = shadow.prolong(None);
+                *state = State::RenewAt(now + every);
+                match renewed {
                     Ok(ProlongOutcome::Prolonged) | Ok(ProlongOutcome::Expired) => {}
                     Ok(ProlongOutcome::Lost) | Err(Error::NotHeld) => {
+                        // Unlocked first: the callback may stop this very
+                        // watchdog, which takes the state.
+                        drop(state);
                         if let Some(lost) = &lost {
                             // SAFETY: lock_autorenew's contract: the callback
                             // may be called once from this thread with its context.
                             unsafe { (lost.callback)(lost.context) };
                         }
-                        break;
+                        shadow.forget();
+                        return;
                     }
                     // A failed renewal (I/O, a guard held too long) is
                     // retried at the next tick; the lease has two more.
                     Err(_) => {}
                 }
             }
-            shadow.forget();
-        });
-        Watchdog { running: Some((stop, thread)), pid: std::process::id() }
+        }
     }
+    shadow.forget();
 }
 
 impl Drop for Watchdog {
     /// Stops the thread and waits for it, so that no renewal runs after
     /// the watchdog is gone.
     fn drop(&mut self) {
-        let Some((stop, thread)) = self.running.take() else { return };
+        let Some((control, thread)) = self.running.take() else { return };
         if self.pid != std::process::id() {
             // A child of fork(): the thread was not copied, it may have held
-            // the flag's mutex at the fork (so locking it could hang), and its
-            // thread id means nothing here (neither join nor detach it).
+            // the state's mutex at the fork (so locking it could hang), and
+            // its thread id means nothing here (neither join nor detach it).
             // Leak both: a few bytes per inherited watchdog.
-            std::mem::forget(stop);
+            std::mem::forget(control);
             std::mem::forget(thread);
             return;
         }
-        let (flag, wake) = &*stop;
-        *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        wake.notify_all();
+        control.set(State::Stopped);
         if is_current_thread(&thread) {
             // Dropped by the lost callback (it stopped, released or closed
             // its own handle): the thread cannot wait for itself, and ends
@@ -124,14 +176,14 @@ mod tests {
     use std::sync::mpsc;
 
     /// In a child of fork() the watchdog thread is gone, and may have left
-    /// the flag's mutex locked: dropping the watchdog there must not wait.
+    /// the state's mutex locked: dropping the watchdog there must not wait.
     #[test]
-    fn drop_in_a_fork_child_leaves_flag_and_thread_alone() {
-        let stop: Arc<StopFlag> = Arc::new((Mutex::new(false), Condvar::new()));
+    fn drop_in_a_fork_child_leaves_state_and_thread_alone() {
+        let control = Arc::new(Control { state: Mutex::new(State::Idle), wake: Condvar::new() });
         let thread = std::thread::spawn(|| {});
         // pid 0 is no process of ours: the drop believes it runs in a child.
-        let watchdog = Watchdog { running: Some((Arc::clone(&stop), thread)), pid: 0 };
-        let locked_at_fork = stop.0.lock().unwrap();
+        let watchdog = Watchdog { running: Some((Arc::clone(&control), thread)), pid: 0 };
+        let locked_at_fork = control.state.lock().unwrap();
         let (done, finished) = mpsc::channel();
         std::thread::spawn(move || {
             drop(watchdog);
@@ -139,7 +191,7 @@ mod tests {
         });
         // A bound on a hang, not on speed: the drop takes microseconds.
         let outcome = finished.recv_timeout(Duration::from_secs(30));
-        assert!(outcome.is_ok(), "the watchdog's drop in a fork child waited for the stop flag's mutex");
+        assert!(outcome.is_ok(), "the watchdog's drop in a fork child waited for the state's mutex");
         drop(locked_at_fork);
     }
 }
