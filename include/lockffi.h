@@ -65,6 +65,15 @@ typedef enum {
   LOCK_LOST = 2,
   /**
    * Try-acquire: someone else holds the lock, or it is cooling down.
+   *
+   * Release, prolong, commit, inspect, break: the file that orders every
+   * change to the lock (its guard `<lock>.guard`; for `lease` and
+   * `toplock` the lock file itself) stayed locked by other processes for
+   * the call's whole patience of 10 seconds. Its holders keep it for a few
+   * system calls, so only a process stopped inside one of them (SIGSTOP,
+   * a debugger) can do that. Nothing was changed: a held lock is still
+   * held (and still renewed by its watchdog); try again. Never for `flock`,
+   * which has no such file.
    */
   LOCK_BUSY = 3,
   /**
@@ -360,9 +369,14 @@ lock_result lock_acquire(lock_handle *handle, uint64_t timeout_ms, uint64_t *fen
 
 /**
  * Releases the lock. A non-zero `cooldown_ms` keeps it closed to everyone
- * for that long (at most 100 years: `LOCK_ERR_INVALID_ARGUMENT` beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody
- * took it; released now) or `LOCK_LOST` (someone else holds it; nothing
- * removed). After any of these the handle holds nothing.
+ * for that long (at most 100 years: `LOCK_ERR_INVALID_ARGUMENT` beyond).
+ * Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody took it;
+ * released now) or `LOCK_LOST` (someone else holds it; nothing removed).
+ * After any of these the handle holds nothing, and its watchdog, if any,
+ * is stopped: no renewal runs after a release that succeeded. `LOCK_BUSY`
+ * if the lock's files stayed locked by other processes for 10 seconds (see
+ * `LOCK_BUSY`). A release that answers `LOCK_BUSY` or an error leaves the
+ * lock held, and renewed as before by its watchdog, if any.
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`.
@@ -376,7 +390,8 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
  * took it; held again now) or `LOCK_LOST` (someone else holds it; the
  * handle holds nothing, and its watchdog, if any, is stopped). While a
  * watchdog runs (`lock_autorenew`), its next renewal sets the expiry back
- * to now + the spec's `ttl`.
+ * to now + the spec's `ttl`. `LOCK_BUSY` if the lock's files stayed locked
+ * by other processes for 10 seconds (nothing changed; see `LOCK_BUSY`).
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`.
@@ -389,8 +404,10 @@ lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
  * only if this handle still holds the lock at that moment. Returns
  * `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
  * or `LOCK_LOST` (someone else holds it: not committed; the handle holds
- * nothing, and its watchdog, if any, is stopped). Unless committed, the target is untouched and the temp file is
- * left to the caller. Both paths are plain paths, not lock specs.
+ * nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
+ * files stayed locked by other processes for 10 seconds (not committed;
+ * see `LOCK_BUSY`). Unless committed, the target is untouched and the temp
+ * file is left to the caller. Both paths are plain paths, not lock specs.
  *
  * # Safety
  * `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
@@ -430,7 +447,8 @@ lock_result lock_autorenew_stop(lock_handle *handle);
 
 /**
  * Reads who holds the lock, until when, its fences and cooldown, without
- * taking it.
+ * taking it. `LOCK_BUSY` if the lock's files stayed locked by other
+ * processes for 10 seconds (see `LOCK_BUSY`).
  *
  * # Safety
  * `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
@@ -441,6 +459,8 @@ lock_result lock_inspect(lock_handle *handle, lock_info *info_out);
  * Removes the lock whoever holds it: an operator's tool for a holder known
  * to be gone. `*was_held_out` (if not NULL) tells whether there was a lock.
  * `LOCK_ERR_UNSUPPORTED` for flock, which only its holder's exit releases.
+ * `LOCK_BUSY` if the lock's files stayed locked by other processes for 10
+ * seconds (nothing removed; see `LOCK_BUSY`).
  *
  * # Safety
  * `handle` is NULL or a live handle; `was_held_out` is NULL or valid for one write.

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 
 #include "harness.h"
 
@@ -331,6 +332,49 @@ static bool test_refused_release_keeps_renewal(void) {
     CHECK_RC(lock_inspect(other, &info), LOCK_OK);
     CHECK_MSG(info.held && !info.stale && info.fence == fence,
               "three TTLs after the refused release: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")",
+              (int)info.held, (int)info.stale, info.fence, fence);
+    CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
+/* Overwrites the first byte of `path` under its flock, as the library takes
+ * it, and returns in `*old` the byte that was there. */
+static bool replace_first_byte(const char *path, char byte, char *old) {
+    int fd = open(path, O_RDWR);
+    CHECK_MSG(fd >= 0, "open(%s): %s", path, strerror(errno));
+    bool ok = flock(fd, LOCK_EX) == 0 && (old == NULL || pread(fd, old, 1, 0) == 1) && pwrite(fd, &byte, 1, 0) == 1;
+    close(fd); /* drops the flock */
+    CHECK_MSG(ok, "cannot rewrite the first byte of %s: %s", path, strerror(errno));
+    return true;
+}
+
+/* A release that fails with an error, not an outcome, leaves the lock held,
+ * and renewed as before: here the guard file is damaged while the release
+ * runs (LOCK_ERR_CORRUPT_GUARD), then mended. (LOCK_BUSY, a guard held by
+ * others for the release's whole patience, takes the same path, and 10 s.) */
+static bool test_failed_release_keeps_renewal(void) {
+    char dir[HARNESS_PATH_MAX], guard[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "failed-release"));
+    path_join(guard, sizeof guard, dir, STRATEGIES[1].guard_name);
+    lock_handle *h = NULL, *other = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(other, &STRATEGIES[1], dir, NULL);
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+    CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
+    char first = 0;
+    if (!replace_first_byte(guard, '#', &first)) return false;
+    lock_result released = lock_release(h, 0);
+    if (!replace_first_byte(guard, first, NULL)) return false;
+    CHECK_RC(released, LOCK_ERR_CORRUPT_GUARD);
+    sleep_ms(900); /* three TTLs: unrenewed, the lock would have run out */
+    lock_info info;
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.stale && info.fence == fence,
+              "three TTLs after the failed release: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")",
               (int)info.held, (int)info.stale, info.fence, fence);
     CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
@@ -1263,6 +1307,7 @@ static const struct test_case CASES[] = {
     {"test_busy", test_busy},
     {"test_release_twice", test_release_twice},
     {"test_refused_release_keeps_renewal", test_refused_release_keeps_renewal},
+    {"test_failed_release_keeps_renewal", test_failed_release_keeps_renewal},
     {"test_prolong_after_release", test_prolong_after_release},
     {"test_acquire_twice", test_acquire_twice},
     {"test_null_arguments", test_null_arguments},

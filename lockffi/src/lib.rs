@@ -269,9 +269,14 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 }
 
 /// Releases the lock. A non-zero `cooldown_ms` keeps it closed to everyone
-/// for that long (at most 100 years: `LOCK_ERR_INVALID_ARGUMENT` beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody
-/// took it; released now) or `LOCK_LOST` (someone else holds it; nothing
-/// removed). After any of these the handle holds nothing.
+/// for that long (at most 100 years: `LOCK_ERR_INVALID_ARGUMENT` beyond).
+/// Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody took it;
+/// released now) or `LOCK_LOST` (someone else holds it; nothing removed).
+/// After any of these the handle holds nothing, and its watchdog, if any,
+/// is stopped: no renewal runs after a release that succeeded. `LOCK_BUSY`
+/// if the lock's files stayed locked by other processes for 10 seconds (see
+/// `LOCK_BUSY`). A release that answers `LOCK_BUSY` or an error leaves the
+/// lock held, and renewed as before by its watchdog, if any.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`.
@@ -281,10 +286,22 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         let cooldown = duration_arg(cooldown_ms)?;
-        // No renewal may run after the release. (Stopped only once the
-        // arguments are known good: a refused call leaves the lock renewed.)
+        // No renewal may run during or after the release; but the watchdog is
+        // only paused until the release is known to have happened: one that
+        // fails with an error leaves the lock held, to be renewed as before.
+        if let Some(watchdog) = claimed.watchdog() {
+            watchdog.pause();
+        }
+        let outcome = match claimed.lock().release(cooldown) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                if let Some(watchdog) = claimed.watchdog() {
+                    watchdog.start();
+                }
+                return Err(error.into());
+            }
+        };
         drop(claimed.watchdog().take());
-        let outcome = claimed.lock().release(cooldown)?;
         autoclean::unregister(claimed.address());
         Ok(outcome.into())
     })
@@ -296,7 +313,8 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 /// took it; held again now) or `LOCK_LOST` (someone else holds it; the
 /// handle holds nothing, and its watchdog, if any, is stopped). While a
 /// watchdog runs (`lock_autorenew`), its next renewal sets the expiry back
-/// to now + the spec's `ttl`.
+/// to now + the spec's `ttl`. `LOCK_BUSY` if the lock's files stayed locked
+/// by other processes for 10 seconds (nothing changed; see `LOCK_BUSY`).
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`.
@@ -322,8 +340,10 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
 /// only if this handle still holds the lock at that moment. Returns
 /// `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
 /// or `LOCK_LOST` (someone else holds it: not committed; the handle holds
-/// nothing, and its watchdog, if any, is stopped). Unless committed, the target is untouched and the temp file is
-/// left to the caller. Both paths are plain paths, not lock specs.
+/// nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
+/// files stayed locked by other processes for 10 seconds (not committed;
+/// see `LOCK_BUSY`). Unless committed, the target is untouched and the temp
+/// file is left to the caller. Both paths are plain paths, not lock specs.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
@@ -422,7 +442,8 @@ pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_r
 }
 
 /// Reads who holds the lock, until when, its fences and cooldown, without
-/// taking it.
+/// taking it. `LOCK_BUSY` if the lock's files stayed locked by other
+/// processes for 10 seconds (see `LOCK_BUSY`).
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
@@ -477,6 +498,8 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
 /// Removes the lock whoever holds it: an operator's tool for a holder known
 /// to be gone. `*was_held_out` (if not NULL) tells whether there was a lock.
 /// `LOCK_ERR_UNSUPPORTED` for flock, which only its holder's exit releases.
+/// `LOCK_BUSY` if the lock's files stayed locked by other processes for 10
+/// seconds (nothing removed; see `LOCK_BUSY`).
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; `was_held_out` is NULL or valid for one write.

@@ -24,6 +24,15 @@ pub enum lock_result {
     /// the handle no longer holds the lock.
     LOCK_LOST = 2,
     /// Try-acquire: someone else holds the lock, or it is cooling down.
+    ///
+    /// Release, prolong, commit, inspect, break: the file that orders every
+    /// change to the lock (its guard `<lock>.guard`; for `lease` and
+    /// `toplock` the lock file itself) stayed locked by other processes for
+    /// the call's whole patience of 10 seconds. Its holders keep it for a few
+    /// system calls, so only a process stopped inside one of them (SIGSTOP,
+    /// a debugger) can do that. Nothing was changed: a held lock is still
+    /// held (and still renewed by its watchdog); try again. Never for `flock`,
+    /// which has no such file.
     LOCK_BUSY = 3,
     /// Acquire: the wait budget ran out before the lock was free.
     LOCK_TIMEOUT = 4,

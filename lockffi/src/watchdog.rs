@@ -36,7 +36,7 @@ struct Control {
 
 #[derive(Clone, Copy)]
 enum State {
-    /// Renewing nothing: not started yet.
+    /// Renewing nothing: not started yet, or paused.
     Idle,
     /// Renew at that moment.
     RenewAt(Instant),
@@ -81,10 +81,17 @@ impl Watchdog {
         Ok(Watchdog { running: Some((control, thread)), pid: std::process::id() })
     }
 
-    /// Renews at once, then every `every`: the watchdog may start late in
-    /// the TTL, with less than `every` left.
+    /// Renews at once, then every `every`: the watchdog may start, or
+    /// resume after a pause, late in the TTL, with less than `every` left.
     pub fn start(&self) {
         self.set(State::RenewAt(Instant::now()));
+    }
+
+    /// Renews nothing until [`start`](Self::start); waits for a renewal
+    /// under way, so that none runs once this returns. For a release, which
+    /// must not race a renewal, but may fail and leave the lock to renew.
+    pub fn pause(&self) {
+        self.set(State::Idle);
     }
 
     fn set(&self, state: State) {
