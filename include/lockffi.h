@@ -235,7 +235,8 @@ typedef struct lock_handle lock_handle;
 
 /**
  * Called once, from the watchdog's thread, when the watchdog finds that
- * someone else holds the lock; the watchdog stops afterwards.
+ * someone else holds the lock; the watchdog stops afterwards. What it may
+ * call, on its own handle too, is in `lock_autorenew`.
  */
 typedef void (*lock_lost_fn)(void *context);
 
@@ -431,8 +432,23 @@ lock_result lock_commit(lock_handle *handle, const char *temp_path, const char *
  *
  * # Safety
  * `handle` is NULL or a live handle. `lost` and `context` must be usable
- * from another thread until the watchdog stops (release, close, or
- * `lock_autorenew_stop`); the callback must not use this handle.
+ * from another thread until the watchdog stops: once `lock_close` or
+ * `lock_autorenew_stop` on this handle has returned, or `lock_autorenew`
+ * has answered `LOCK_OK` again, or `lock_release`, `lock_prolong` or
+ * `lock_commit` has left the handle holding nothing, the callback is not
+ * running (unless it made that call itself) and is never called again.
+ * Made from another thread, each of these calls, and `exit()`, waits for a
+ * running callback to return: the callback must not wait for a thread
+ * that may be making one of them.
+ *
+ * The callback runs on the watchdog's own thread, never the caller's, and
+ * must not unwind or longjmp out of it. It may make any `lock_*` call on
+ * any handle, this one included. One of its own calls that stops this
+ * watchdog does not wait for it: the thread ends when the callback returns
+ * and touches the handle no more, so the callback may even close the
+ * handle, if no other thread uses it during or after that, as `lock_close`
+ * requires. A call on this handle while another thread is in a call on it
+ * answers `LOCK_ERR_HANDLE_IN_USE`.
  */
 lock_result lock_autorenew(lock_handle *handle, lock_lost_fn lost, void *context);
 

@@ -1054,9 +1054,9 @@ static bool test_exit_while_lost_callback_releases(void) {
     return in_child_with_deadline(exit_while_lost_callback_releases, dir, 30) && left_free(dir, true);
 }
 
-/* The lost callback stops its own watchdog, through the handle the contract
- * asks it to leave alone: the watchdog cannot wait for itself, but the call
- * still succeeds (the watchdog ends when the callback returns). */
+/* The lost callback stops its own watchdog, through its own handle, as the
+ * contract allows: the watchdog cannot wait for itself, but the call still
+ * succeeds (the watchdog ends when the callback returns). */
 struct stop_on_lost {
     lock_handle *h;
     int result; /* written by the watchdog's thread */
@@ -1090,6 +1090,52 @@ static bool test_lost_callback_stops_own_watchdog(void) {
               rc_name(stopped));
     CHECK_RC(lock_release(h, 0), LOCK_LOST);
     lock_close(h);
+    lock_close(breaker);
+    close(done[0]);
+    close(done[1]);
+    return true;
+}
+
+/* The lost callback releases and closes its own handle, as the contract
+ * allows when no other thread uses it: the release answers LOCK_LOST
+ * without waiting for the watchdog, and once the handle is freed the
+ * watchdog's thread, which ends after the callback, touches it no more
+ * (memcheck would see it). */
+struct close_on_lost {
+    lock_handle *h;
+    int released; /* written by the watchdog's thread */
+    int done_w;
+};
+
+static void release_and_close_own_handle(void *context) {
+    struct close_on_lost *how = context;
+    __atomic_store_n(&how->released, (int)lock_release(how->h, 0), __ATOMIC_SEQ_CST);
+    lock_close(how->h);
+    char byte = 'C';
+    if (write(how->done_w, &byte, 1) != 1) return;
+}
+
+static bool test_lost_callback_closes_own_handle(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "close-own"));
+    lock_handle *h = NULL, *breaker = NULL;
+    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(breaker, &STRATEGIES[1], dir, NULL);
+    int done[2];
+    CHECK(pipe(done) == 0);
+    struct close_on_lost how = {h, -1, done[1]};
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_autorenew(h, release_and_close_own_handle, &how), LOCK_OK);
+    bool was_held = false;
+    CHECK_RC(lock_break(breaker, &was_held), LOCK_OK);
+    char byte;
+    CHECK(read_exact(done[0], &byte, 1)); /* from here on, h is freed */
+    int released = __atomic_load_n(&how.released, __ATOMIC_SEQ_CST);
+    CHECK_MSG(released == LOCK_LOST, "lock_release from the lost callback returned %d %s", released,
+              rc_name(released));
+    uint64_t fence = 0;
+    CHECK_RC(lock_try_acquire(breaker, &fence), LOCK_OK);
+    CHECK_RC(lock_release(breaker, 0), LOCK_OK);
     lock_close(breaker);
     close(done[0]);
     close(done[1]);
@@ -1314,6 +1360,7 @@ static const struct test_case CASES[] = {
     {"test_close_while_lost_callback_releases", test_close_while_lost_callback_releases},
     {"test_exit_while_lost_callback_releases", test_exit_while_lost_callback_releases},
     {"test_lost_callback_stops_own_watchdog", test_lost_callback_stops_own_watchdog},
+    {"test_lost_callback_closes_own_handle", test_lost_callback_closes_own_handle},
     {"test_fork_child_closes_renewed_handle", test_fork_child_closes_renewed_handle},
     {"test_fork_while_another_thread_calls", test_fork_while_another_thread_calls},
     {"test_killed_holder", test_killed_holder},

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use lockcore::{Error, Lock, ProlongOutcome};
 
 /// Called once, from the watchdog's thread, when the watchdog finds that
-/// someone else holds the lock; the watchdog stops afterwards.
+/// someone else holds the lock; the watchdog stops afterwards. What it may
+/// call, on its own handle too, is in `lock_autorenew`.
 #[allow(non_camel_case_types)]
 pub type lock_lost_fn = Option<unsafe extern "C" fn(context: *mut c_void)>;
 
