@@ -111,16 +111,21 @@ impl Strategy for Flock {
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let Some(fd) = self.held.take() else { return Err(Error::NotHeld) };
-        if !self.still_linked(&fd)? {
+        // The descriptor leaves the handle only once nothing can fail:
+        // closing it lets go of the kernel lock, and a release that fails
+        // must leave the lock held, as the handle still says it is.
+        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(fd)? {
+            self.held = None;
             return Ok(ReleaseOutcome::Lost);
         }
-        let (mut state, _) = read_state(&fd)?;
+        let (mut state, _) = read_state(fd)?;
         if !cooldown.is_zero() {
             state.cooldown_until = Some(cx.now.saturating_add(cooldown));
         }
-        Self::write_state(&fd, &state, None)?;
-        sys::try_flock(&fd, FlockOp::Unlock).map_err(Error::Os)?;
+        Self::write_state(fd, &state, None)?;
+        sys::try_flock(fd, FlockOp::Unlock).map_err(Error::Os)?;
+        self.held = None;
         Ok(ReleaseOutcome::of_own(held.expires, cx.now))
     }
 
