@@ -313,6 +313,24 @@ static bool test_release_twice(void) {
     return for_each_strategy(release_twice);
 }
 
+/* After a release that did not happen: three TTLs later (unrenewed, the
+ * lock would have run out by then) `other` still sees the lock held, fresh,
+ * with the fence `h` acquired, and cannot take it; then `h` releases, and
+ * both handles are closed. */
+static bool still_renewed_then_closed(lock_handle *h, lock_handle *other, uint64_t fence, const char *what) {
+    sleep_ms(900);
+    lock_info info;
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(info.held && !info.stale && info.fence == fence,
+              "three TTLs after the %s release: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")", what,
+              (int)info.held, (int)info.stale, info.fence, fence);
+    CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    lock_close(h);
+    lock_close(other);
+    return true;
+}
+
 /* A refused call changes nothing: a release refused for its cooldown
  * (beyond 100 years) leaves the lock held and still renewed by its watchdog.
  * mkdir stands for the strategies (the watchdog is the library's, not the
@@ -327,17 +345,7 @@ static bool test_refused_release_keeps_renewal(void) {
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
     CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
     CHECK_RC(lock_release(h, UINT64_MAX), LOCK_ERR_INVALID_ARGUMENT);
-    sleep_ms(900); /* three TTLs: unrenewed, the lock would have run out */
-    lock_info info;
-    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
-    CHECK_MSG(info.held && !info.stale && info.fence == fence,
-              "three TTLs after the refused release: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")",
-              (int)info.held, (int)info.stale, info.fence, fence);
-    CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
-    CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
-    return true;
+    return still_renewed_then_closed(h, other, fence, "refused");
 }
 
 /* Overwrites the first byte of `path` under its flock, as the library takes
@@ -370,17 +378,7 @@ static bool test_failed_release_keeps_renewal(void) {
     lock_result released = lock_release(h, 0);
     if (!replace_first_byte(guard, first, NULL)) return false;
     CHECK_RC(released, LOCK_ERR_CORRUPT_GUARD);
-    sleep_ms(900); /* three TTLs: unrenewed, the lock would have run out */
-    lock_info info;
-    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
-    CHECK_MSG(info.held && !info.stale && info.fence == fence,
-              "three TTLs after the failed release: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")",
-              (int)info.held, (int)info.stale, info.fence, fence);
-    CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
-    CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
-    return true;
+    return still_renewed_then_closed(h, other, fence, "failed");
 }
 
 static bool prolong_after_release(const struct strategy *s, const char *dir) {

@@ -13,21 +13,8 @@ use common::*;
 use lockcore::sys::{CPath, Errno};
 use lockcore::{Error, ReleaseOutcome};
 
-/// Each strategy's spec, the lock's path and its guard's, if it has one.
-fn strategies(dir: &Path) -> Vec<(&'static str, String, String, Option<String>)> {
-    let at = |name: &str| dir.join(name).to_str().expect("UTF-8 test path").to_owned();
-    vec![
-        ("lockfile", format!("lockfile:{}", at("data")), at("data.lock"), Some(at("data.lock.guard"))),
-        ("mkdir", format!("mkdir:{}", at("dirlock")), at("dirlock"), Some(at("dirlock.guard"))),
-        ("flock", format!("flock:{}", at("flocked")), at("flocked"), None),
-        ("symlink", format!("symlink:{}", at("link")), at("link"), Some(at("link.guard"))),
-        ("lease", format!("lease:{}", at("lease")), at("lease"), None),
-        ("toplock", format!("toplock:{}", at("queue")), at("queue"), None),
-    ]
-}
-
-fn cpath(path: &str) -> CPath {
-    CPath::from_parts(&[path.as_bytes()]).unwrap()
+fn cpath(path: impl AsRef<Path>) -> CPath {
+    CPath::from_parts(&[path.as_ref().to_str().unwrap().as_bytes()]).unwrap()
 }
 
 #[test]
@@ -37,7 +24,7 @@ fn a_failed_or_forbidden_commit_changes_nothing_and_keeps_the_lock() {
     let target = dir.join("target").to_str().unwrap().to_owned();
     let a_directory = dir.join("a-directory").to_str().unwrap().to_owned();
     std::fs::create_dir(&a_directory).unwrap();
-    for (name, spec, lock_path, guard_path) in strategies(dir.path()) {
+    for StrategyFiles { name, spec, lock: lock_path, guard: guard_path, .. } in every_strategy(dir.path()) {
         let mut lock = open_lock(&format!("{spec}?ttl=1h"));
         lock.try_acquire().unwrap_or_else(|e| panic!("{name}: {e:?}"));
         std::fs::write(&target, "old").unwrap();
@@ -53,11 +40,17 @@ fn a_failed_or_forbidden_commit_changes_nothing_and_keeps_the_lock() {
         let mut own_files = vec![lock_path.clone()];
         own_files.extend(guard_path.clone());
         for own in &own_files {
-            assert_eq!(lock.commit_file(&cpath(&temp), &cpath(own)), Err(Error::CommitOntoLock), "{name}: onto {own}");
+            assert_eq!(
+                lock.commit_file(&cpath(&temp), &cpath(own)),
+                Err(Error::CommitOntoLock),
+                "{name}: onto {}",
+                own.display()
+            );
             assert_eq!(
                 lock.commit_file(&cpath(own), &cpath(&target)),
                 Err(Error::CommitOntoLock),
-                "{name}: from {own}"
+                "{name}: from {}",
+                own.display()
             );
         }
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "old", "{name}: the target was changed");

@@ -5,28 +5,14 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::*;
 
-/// Each strategy's spec and the file that remembers its last fence.
-fn strategies(dir: &Path) -> Vec<(&'static str, String, std::path::PathBuf)> {
-    let at = |name: &str| dir.join(name).to_str().expect("UTF-8 test path").to_owned();
-    vec![
-        ("lockfile", format!("lockfile:{}", at("data")), dir.join("data.lock.guard")),
-        ("mkdir", format!("mkdir:{}", at("dirlock")), dir.join("dirlock.guard")),
-        ("flock", format!("flock:{}", at("flocked")), dir.join("flocked")),
-        ("symlink", format!("symlink:{}", at("link")), dir.join("link.guard")),
-        ("lease", format!("lease:{}", at("lease")), dir.join("lease")),
-        ("toplock", format!("toplock:{}", at("queue")), dir.join("queue")),
-    ]
-}
-
 #[test]
 fn fences_still_grow_after_the_state_file_is_lost() {
     let dir = TestDir::new("fence-after-loss");
-    for (name, spec, state_file) in strategies(dir.path()) {
+    for StrategyFiles { name, spec, state: state_file, .. } in every_strategy(dir.path()) {
         let mut lock = open_lock(&format!("{spec}?ttl=1h"));
         let mut fences = Vec::new();
         for _ in 0..3 {

@@ -20,16 +20,10 @@ use std::time::Duration;
 use common::*;
 use lockcore::{CommitOutcome, WallTime};
 
-/// Each strategy with a TTL, and the file whose flock excludes the others.
+/// Each strategy that waits for an exclusion of its own (`flock` never
+/// waits), with the file whose flock is that exclusion.
 fn strategies(dir: &Path) -> Vec<(&'static str, String, PathBuf)> {
-    let at = |name: &str| dir.join(name).to_str().expect("UTF-8 test path").to_owned();
-    vec![
-        ("lockfile", format!("lockfile:{}", at("data.txt")), dir.join("data.txt.lock.guard")),
-        ("mkdir", format!("mkdir:{}", at("lockdir")), dir.join("lockdir.guard")),
-        ("symlink", format!("symlink:{}", at("link")), dir.join("link.guard")),
-        ("lease", format!("lease:{}", at("lease")), dir.join("lease")),
-        ("toplock", format!("toplock:{}", at("queue")), dir.join("queue")),
-    ]
+    every_strategy(dir).into_iter().filter(|s| s.name != "flock").map(|s| (s.name, s.spec, s.state)).collect()
 }
 
 /// Holds an exclusive flock on `path` from another thread until `hold`

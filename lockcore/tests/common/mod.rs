@@ -129,6 +129,52 @@ impl Scheme {
     }
 }
 
+/// One of the six strategies, with the files it keeps in a test directory:
+/// for tests that need every strategy (the `Scheme` above covers the three
+/// whose records the tests forge).
+pub struct StrategyFiles {
+    pub name: &'static str,
+    /// `scheme:target`, without a query.
+    pub spec: String,
+    /// The path that is the lock.
+    pub lock: PathBuf,
+    /// The guard beside it, for the strategies that keep one.
+    pub guard: Option<PathBuf>,
+    /// The file that keeps the last fence, and whose flock excludes the
+    /// other processes (`flock`: the kernel lock on the same file).
+    pub state: PathBuf,
+}
+
+/// Every strategy, its lock in `dir`.
+pub fn every_strategy(dir: &Path) -> Vec<StrategyFiles> {
+    let at = |name: &str| dir.join(name);
+    let guarded = |name: &'static str, target: &str, lock: PathBuf| {
+        let guard = with_suffix(&lock, ".guard");
+        StrategyFiles {
+            name,
+            spec: format!("{name}:{}", at(target).display()),
+            lock,
+            guard: Some(guard.clone()),
+            state: guard,
+        }
+    };
+    let alone = |name: &'static str, target: &str| StrategyFiles {
+        name,
+        spec: format!("{name}:{}", at(target).display()),
+        lock: at(target),
+        guard: None,
+        state: at(target),
+    };
+    vec![
+        guarded("lockfile", "data", at("data.lock")),
+        guarded("mkdir", "dirlock", at("dirlock")),
+        alone("flock", "flocked"),
+        guarded("symlink", "link", at("link")),
+        alone("lease", "lease"),
+        alone("toplock", "queue"),
+    ]
+}
+
 pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
