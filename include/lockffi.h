@@ -407,8 +407,13 @@ lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
  * or `LOCK_LOST` (someone else holds it: not committed; the handle holds
  * nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
  * files stayed locked by other processes for 10 seconds (not committed;
- * see `LOCK_BUSY`). Unless committed, the target is untouched and the temp
- * file is left to the caller. Both paths are plain paths, not lock specs.
+ * see `LOCK_BUSY`). `LOCK_ERR_COMMIT`, with `errno` set, if the rename
+ * itself fails (the temp file is missing, the target is a directory, the
+ * two are on different file systems); `LOCK_ERR_INVALID_ARGUMENT` if either
+ * path is the lock itself or its guard, which a rename would destroy. In
+ * both cases the lock is still held. Unless committed, the target is
+ * untouched and the temp file is left to the caller. Both paths are plain
+ * paths, not lock specs.
  *
  * # Safety
  * `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
