@@ -53,14 +53,20 @@ const ACQUIRING: u32 = 1;
 const HOLDING: u32 = 2;
 const RELEASING: u32 = 3;
 
-/// The steps of a pause, in `Slot::pause`.
+/// The steps of a pause, in `Slot::pause`. Only the parent lets a paused
+/// worker go on: a worker that stopped itself could (and in long runs did)
+/// run on before the parent saw it stopped, and then a later holder looked
+/// like one that had overtaken it.
 const PAUSE_NONE: u32 = 0;
-/// The parent asks the worker to stop itself once it holds the lock.
+/// The parent asks the worker to wait, holding the lock, once it has it.
 const PAUSE_ASKED: u32 = 1;
-/// The worker stopped itself (and is running again once the parent sent SIGCONT).
-const PAUSE_STOPPED: u32 = 2;
-/// The woken worker has released; `Slot::outcome` and `Slot::refused` tell how.
-const PAUSE_REPORTED: u32 = 3;
+/// The worker holds the lock and waits; the parent stops it with SIGSTOP.
+const PAUSE_HOLDING: u32 = 2;
+/// The parent lets the worker go on (set just before its SIGCONT).
+const PAUSE_RESUMED: u32 = 3;
+/// The worker has written and released; `Slot::outcome` and `Slot::refused`
+/// tell how.
+const PAUSE_REPORTED: u32 = 4;
 
 /// `Slot::outcome`: how a release ended.
 const OUTCOME_RELEASED: u32 = 1;
@@ -78,6 +84,10 @@ struct Slot {
     /// how its release ended (`OUTCOME_*`).
     refused: AtomicU32,
     outcome: AtomicU32,
+    /// For a paused acquisition: its fence, and the resource's highest fence
+    /// just before it entered (the parent prints them if a check fails).
+    used_fence: AtomicU64,
+    max_before_entering: AtomicU64,
 }
 
 /// Shared between the parent and its workers through a mapped file.
@@ -168,11 +178,14 @@ fn torture_worker() {
         slot.fence.store(acquired.fence, SeqCst);
         slot.state.store(HOLDING, SeqCst);
         shared.last_acquired.store(now_ns(), SeqCst);
-        let paused = slot.pause.compare_exchange(PAUSE_ASKED, PAUSE_STOPPED, SeqCst, SeqCst).is_ok();
+        let paused = slot.pause.compare_exchange(PAUSE_ASKED, PAUSE_HOLDING, SeqCst, SeqCst).is_ok();
         if paused {
-            // SAFETY: raise is async-signal-safe; the parent sends SIGCONT.
-            unsafe { libc::raise(libc::SIGSTOP) };
+            // Stopped by the parent (SIGSTOP) in here, and let go by it.
+            while slot.pause.load(SeqCst) != PAUSE_RESUMED {
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
+        let max_before_entering = shared.max_fence.load(SeqCst);
         let admitted = enter_resource(shared, acquired.fence);
         if admitted {
             let me = 1u32 << slot_index;
@@ -202,6 +215,8 @@ fn torture_worker() {
             shared.lost_releases.fetch_add(1, SeqCst);
         }
         if paused {
+            slot.used_fence.store(acquired.fence, SeqCst);
+            slot.max_before_entering.store(max_before_entering, SeqCst);
             slot.refused.store(u32::from(!admitted), SeqCst);
             slot.outcome.store(outcome, SeqCst);
             slot.pause.store(PAUSE_REPORTED, SeqCst);
@@ -417,38 +432,38 @@ impl Torture<'_> {
             Some(took) => {
                 report.worst_recovery_after_kill = report.worst_recovery_after_kill.max(took);
                 if took > KILL_RECOVERY_BOUND {
-                    report.failures.push(format!(
+                    report.fail(format!(
                         "{fault:?}: next acquisition {took:.2?} after the SIGKILL, beyond {KILL_RECOVERY_BOUND:?}: \
                          the dead owner was not detected"
                     ));
                 }
             }
-            None => report.failures.push(format!("{fault:?}: no acquisition within {RECOVERY_BOUND:?}")),
+            None => report.fail(format!("{fault:?}: no acquisition within {RECOVERY_BOUND:?}")),
         }
     }
 
-    /// Asks a worker to stop itself the next time it holds the lock, waits
-    /// for someone else to take the expired lock (or for TTL + 1 s where
-    /// nobody can: flock), resumes it, and waits for it to say how its write
-    /// and its release went.
+    /// Asks a worker to wait the next time it holds the lock, stops it there
+    /// with SIGSTOP, waits for someone else to take the expired lock (or for
+    /// TTL + 1 s where nobody can: flock), lets it go on with SIGCONT, and
+    /// waits for it to say how its write and its release went.
     fn pause(&mut self, slot: usize, report: &mut Report) {
         let shared = self.map.get();
         let worker = &shared.slots[slot];
         let pid = worker.pid.load(SeqCst);
         worker.pause.store(PAUSE_ASKED, SeqCst);
         let asked = Instant::now();
-        while worker.pause.load(SeqCst) != PAUSE_STOPPED {
+        while worker.pause.load(SeqCst) != PAUSE_HOLDING {
             // The worker never got the lock again (the run ended): withdraw
-            // the request, unless it stopped itself at this very moment.
+            // the request, unless it took it at this very moment.
             let gave_up = asked.elapsed() > Duration::from_secs(30) || self.workers[slot].is_none();
             if gave_up && worker.pause.compare_exchange(PAUSE_ASKED, PAUSE_NONE, SeqCst, SeqCst).is_ok() {
                 return;
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        // The worker says it stops, then stops: wait for the kernel to agree,
-        // or a SIGCONT sent in between would come before the SIGSTOP and
-        // leave the worker stopped for good.
+        // SAFETY: plain kill(2) of our own child, which waits for us anyway;
+        // stopped, it cannot even poll.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
         while !is_stopped(pid) {
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -456,8 +471,10 @@ impl Torture<'_> {
         let fence = worker.fence.load(SeqCst);
         let start = Instant::now();
         let mut overtaken = false;
+        let mut max_when_overtaken = 0;
         while start.elapsed() < RECOVERY_BOUND {
-            if shared.max_fence.load(SeqCst) > fence {
+            max_when_overtaken = shared.max_fence.load(SeqCst);
+            if max_when_overtaken > fence {
                 overtaken = true;
                 break;
             }
@@ -472,8 +489,9 @@ impl Torture<'_> {
             let took = Duration::from_nanos((shared.last_acquired.load(SeqCst) - paused_at).max(0) as u64);
             report.worst_recovery_after_pause = report.worst_recovery_after_pause.max(took);
         } else if self.scheme != Scheme::Flock && shared.entered.load(SeqCst) < shared.target.load(SeqCst) {
-            report.failures.push(format!("pause: nobody took the expired lock within {RECOVERY_BOUND:?}"));
+            report.fail(format!("pause: nobody took the expired lock within {RECOVERY_BOUND:?}"));
         }
+        worker.pause.store(PAUSE_RESUMED, SeqCst);
         // SAFETY: plain kill(2) of our own child.
         unsafe { libc::kill(pid, libc::SIGCONT) };
 
@@ -482,7 +500,12 @@ impl Torture<'_> {
         let resumed = Instant::now();
         while worker.pause.load(SeqCst) != PAUSE_REPORTED {
             if resumed.elapsed() > Duration::from_secs(30) {
-                report.failures.push(format!("pause: the woken worker {slot} did not release within 30 s"));
+                let failure = format!(
+                    "pause: the woken worker {slot} (pid {pid}, /proc state {}, pause step {}) did not release within 30 s",
+                    proc_state(pid),
+                    worker.pause.load(SeqCst)
+                );
+                report.fail(failure);
                 return;
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -493,10 +516,15 @@ impl Torture<'_> {
         if overtaken && refused && told_lost {
             report.caught_pauses += 1;
         } else if overtaken {
-            report.failures.push(format!(
-                "pause: an overtaken holder (fence {fence}) was {} by the resource and told {} at release",
+            report.fail(format!(
+                "pause: an overtaken holder (fence {fence}) was {} by the resource and told {} at release \
+                 (overtaken {:?} into the pause by fence {max_when_overtaken}; the worker entered with fence {}, \
+                 the resource's highest then {})",
                 if refused { "refused" } else { "admitted" },
-                outcome_name(worker.outcome.load(SeqCst))
+                outcome_name(worker.outcome.load(SeqCst)),
+                Duration::from_nanos((shared.last_acquired.load(SeqCst) - paused_at).max(0) as u64),
+                worker.used_fence.load(SeqCst),
+                worker.max_before_entering.load(SeqCst)
             ));
         }
     }
@@ -504,8 +532,22 @@ impl Torture<'_> {
 
 /// Whether `pid` is stopped by a signal (state `T` in `/proc/PID/stat`).
 fn is_stopped(pid: i32) -> bool {
+    proc_state(pid) == 'T'
+}
+
+/// The state letter of `pid` in `/proc/PID/stat` (`?` if it cannot be read).
+fn proc_state(pid: i32) -> char {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
+    stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).unwrap_or('?')
+}
+
+impl Report {
+    /// Records a failure, and prints it at once: a long run reports at its
+    /// end, and what the machine looked like by then is gone.
+    fn fail(&mut self, failure: String) {
+        eprintln!("torture: {failure}");
+        self.failures.push(failure);
+    }
 }
 
 fn outcome_name(outcome: u32) -> &'static str {
