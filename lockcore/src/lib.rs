@@ -40,8 +40,10 @@
 //!    ([`guard::GuardFile`]); keep the fence and the cooldown there.
 //! 3. Answer `release`, `prolong` and `run_while_held` from the record on
 //!    disk, not from the handle's memory: a watchdog or an operator may have
-//!    moved the expiry. A queueing strategy keeps its place between attempts
-//!    and gives it up in `abandon`.
+//!    moved the expiry. Read the clock once your guard is held
+//!    ([`strategy::Context::renewed`]), never before waiting for it. Draw
+//!    fences with [`fence::next`]. A queueing strategy keeps its place
+//!    between attempts and gives it up in `abandon`.
 //! 4. Give it a [`spec::Scheme`] variant (and a place in `Scheme::ALL`), the
 //!    keys it accepts in `Scheme::accepts`, and a variant of the handle's
 //!    dispatch in `lock.rs`.
