@@ -20,7 +20,7 @@ fn main() {
     }
     let Some(header) = INCLUDE_DIRS.iter().map(|d| Path::new(d).join("lockfile.h")).find(|p| p.is_file()) else {
         println!(
-            "cargo::warning=liblockfile not installed: peer skipped (no lockfile.h; Debian: apt-get install liblockfile-dev)"
+            "cargo::warning=liblockfile not installed: peer skipped (no lockfile.h; Debian: apt-get install liblockfile-dev, then cargo clean -p bench: this script does not notice a later install)"
         );
         return;
     };

@@ -15,7 +15,7 @@ pub const LIBLOCKFILE: bool = cfg!(has_liblockfile);
 
 /// Why the liblockfile peer is missing, for the bench's output.
 pub const LIBLOCKFILE_MISSING: &str =
-    "liblockfile not installed: peer skipped (Debian: apt-get install liblockfile-dev, then rebuild)";
+    "liblockfile not installed: peer skipped (Debian: apt-get install liblockfile-dev, then cargo clean -p bench)";
 
 #[cfg(has_liblockfile)]
 mod ffi {
