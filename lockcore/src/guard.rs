@@ -55,6 +55,13 @@ impl Patience {
     }
 }
 
+/// The guard file of the lock at `lock`: `<lock>.guard`. One name for the
+/// strategies that keep a guard and for the commit step, which must never
+/// rename over it.
+pub fn guard_path(lock: &CPath) -> Result<CPath, Error> {
+    crate::strategy::with_suffix(lock, b".guard")
+}
+
 /// The permissions of a lock's guard file, from the lock's own `mode`:
 /// whoever may read the lock may take it, and taking it means writing the
 /// guard, so each read bit grants read and write. A private lock

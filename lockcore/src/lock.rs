@@ -234,7 +234,7 @@ impl Lock {
     /// [`Error::CommitOntoLock`] (renaming over either would destroy the lock).
     pub fn commit_file(&mut self, temp: &CPath, target: &CPath) -> Result<CommitOutcome, Error> {
         let lock = self.path().clone();
-        let guard = crate::strategy::with_suffix(&lock, b".guard")?;
+        let guard = crate::guard::guard_path(&lock)?;
         self.run_while_held(&mut || {
             // Judged by inode, not by name (a relative path, a link to a
             // directory), and under the guard, so the lock's files stay put.

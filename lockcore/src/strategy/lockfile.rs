@@ -56,7 +56,7 @@ impl LockFile {
             (None, None) => with_suffix(spec.target(), b".lock")?,
         };
         Ok(LockFile {
-            guard: GuardFile::new(with_suffix(&lock, b".guard")?, crate::guard::mode_for(options.mode)),
+            guard: GuardFile::new(crate::guard::guard_path(&lock)?, crate::guard::mode_for(options.mode)),
             files: Files {
                 temp: with_suffix(&lock, b".tmp")?,
                 lock,

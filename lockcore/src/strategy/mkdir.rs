@@ -50,7 +50,7 @@ impl Mkdir {
     pub fn new(spec: &Spec) -> Result<Mkdir, Error> {
         let lock = spec.target().clone();
         Ok(Mkdir {
-            guard: GuardFile::new(with_suffix(&lock, b".guard")?, crate::guard::mode_for(spec.options.mode)),
+            guard: GuardFile::new(crate::guard::guard_path(&lock)?, crate::guard::mode_for(spec.options.mode)),
             dirs: Dirs { staging: with_suffix(&lock, b".new")?, lock, mode: spec.options.mode.unwrap_or(DEFAULT_MODE) },
         })
     }

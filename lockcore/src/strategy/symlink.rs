@@ -64,7 +64,7 @@ impl Symlink {
     pub fn new(spec: &Spec) -> Result<Symlink, Error> {
         let lock = spec.target().clone();
         Ok(Symlink {
-            guard: GuardFile::new(with_suffix(&lock, b".guard")?, 0o666),
+            guard: GuardFile::new(crate::guard::guard_path(&lock)?, 0o666),
             links: Links { temp: with_suffix(&lock, b".tmp")?, lock },
         })
     }
