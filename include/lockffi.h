@@ -64,16 +64,17 @@ typedef enum {
    */
   LOCK_LOST = 2,
   /**
-   * Try-acquire: someone else holds the lock, or it is cooling down.
+   * Try-acquire: someone else holds the lock, it is cooling down, or
+   * the file that orders every change to it stayed locked for 50 ms.
    *
-   * Release, prolong, commit, inspect, break: the file that orders every
-   * change to the lock (its guard `<lock>.guard`; for `lease` and
-   * `toplock` the lock file itself) stayed locked by other processes for
-   * the call's whole patience of 10 seconds. Its holders keep it for a few
-   * system calls, so only a process stopped inside one of them (SIGSTOP,
-   * a debugger) can do that. Nothing was changed: a held lock is still
-   * held (and still renewed by its watchdog); try again. Never for `flock`,
-   * which has no such file.
+   * Release, prolong, commit, inspect, break, close: that file (the
+   * guard `<lock>.guard`; for `lease` and `toplock` the lock file itself)
+   * stayed locked by another process for the call's whole patience of
+   * 2 seconds. Its holders keep it for a few system calls, so only a
+   * process stopped inside one of them (SIGSTOP, a debugger) or another
+   * user who may open that file and holds it locked on purpose can do
+   * that; `lock_last_error_message` says so. Nothing was changed: a held
+   * lock is still held (and still renewed by its watchdog); try again.
    */
   LOCK_BUSY = 3,
   /**
@@ -180,6 +181,17 @@ typedef enum {
    */
   LOCK_ERR_COMMIT = 308,
   /**
+   * A component of the lock's path is a file, not a directory.
+   */
+  LOCK_ERR_NOT_A_DIRECTORY = 309,
+  /**
+   * One of the lock's files (or its directory) could have been written
+   * by a user the spec's `mode` does not let take the lock, or belongs to
+   * another user while the `mode` keeps the lock private: it is neither
+   * read nor written. The message names the file, its owner and mode.
+   */
+  LOCK_ERR_UNTRUSTED = 310,
+  /**
    * A bug in this library was caught before it could cross into C.
    */
   LOCK_ERR_PANIC = 900,
@@ -277,7 +289,8 @@ typedef struct {
    */
   uint64_t last_fence;
   /**
-   * When the holder's TTL runs out, in Unix milliseconds; 0 for never.
+   * When the holder's TTL runs out (others may break the lock), in Unix
+   * milliseconds; 0 for never or unknown.
    */
   int64_t expires_unix_ms;
   /**
@@ -289,6 +302,11 @@ typedef struct {
    * (`toplock`); 0 for the others.
    */
   uint32_t queue_length;
+  /**
+   * When the holder took the lock (for a lock of another program: when
+   * its file was last written), in Unix milliseconds; 0 if unknown or free.
+   */
+  int64_t since_unix_ms;
 } lock_info;
 
 /**
@@ -335,15 +353,21 @@ size_t lock_last_error_message(char *buf, size_t buf_len);
 lock_result lock_open(const char *spec, lock_handle **handle_out);
 
 /**
- * Releases the lock if this process holds it (no cooldown) and frees the
- * handle. NULL is ignored. In a child of fork() the parent's lock is left
- * held.
+ * Releases the lock if this process holds it (no cooldown), stops its
+ * watchdog, and frees the handle, and says how the release went: `LOCK_OK`
+ * (released, or nothing was held), `LOCK_EXPIRED`, `LOCK_LOST`, or the
+ * error of a release that failed (`LOCK_BUSY` when the lock's guard stayed
+ * locked by another process for 2 seconds, with a message as for
+ * `lock_release`). The handle is freed whatever it answers; a lock it could
+ * not release runs out by its TTL, or is broken as a dead process's once
+ * this process has exited. NULL is ignored (`LOCK_OK`). In a child of
+ * fork() the parent's lock is left held.
  *
  * # Safety
  * `handle` is NULL or came from `lock_open` and was not closed yet; no other
  * thread uses it during or after this call.
  */
-void lock_close(lock_handle *handle);
+lock_result lock_close(lock_handle *handle);
 
 /**
  * One attempt to take the lock. `LOCK_BUSY` if someone else holds it or it
@@ -375,7 +399,7 @@ lock_result lock_acquire(lock_handle *handle, uint64_t timeout_ms, uint64_t *fen
  * released now) or `LOCK_LOST` (someone else holds it; nothing removed).
  * After any of these the handle holds nothing, and its watchdog, if any,
  * is stopped: no renewal runs after a release that succeeded. `LOCK_BUSY`
- * if the lock's files stayed locked by other processes for 10 seconds (see
+ * if the lock's guard stayed locked by another process for 2 seconds (see
  * `LOCK_BUSY`). A release that answers `LOCK_BUSY` or an error leaves the
  * lock held, and renewed as before by its watchdog, if any.
  *
@@ -392,7 +416,7 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
  * handle holds nothing, and its watchdog, if any, is stopped). While a
  * watchdog runs (`lock_autorenew`), its next renewal sets the expiry back
  * to now + the spec's `ttl`. `LOCK_BUSY` if the lock's files stayed locked
- * by other processes for 10 seconds (nothing changed; see `LOCK_BUSY`).
+ * by another process for 2 seconds (nothing changed; see `LOCK_BUSY`).
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`.
@@ -406,7 +430,7 @@ lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
  * `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
  * or `LOCK_LOST` (someone else holds it: not committed; the handle holds
  * nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
- * files stayed locked by other processes for 10 seconds (not committed;
+ * guard stayed locked by another process for 2 seconds (not committed;
  * see `LOCK_BUSY`). `LOCK_ERR_COMMIT`, with `errno` set, if the rename
  * itself fails (the temp file is missing, the target is a directory, the
  * two are on different file systems); `LOCK_ERR_INVALID_ARGUMENT` if either
@@ -469,7 +493,7 @@ lock_result lock_autorenew_stop(lock_handle *handle);
 /**
  * Reads who holds the lock, until when, its fences and cooldown, without
  * taking it. `LOCK_BUSY` if the lock's files stayed locked by other
- * processes for 10 seconds (see `LOCK_BUSY`).
+ * process for 2 seconds (see `LOCK_BUSY`).
  *
  * # Safety
  * `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
@@ -501,10 +525,13 @@ lock_result lock_break(lock_handle *handle, bool *was_held_out);
 lock_result lock_set_warning(lock_handle *handle, lock_warning_fn callback, void *context);
 
 /**
- * Copies the path that is the lock (lock file, lock directory, flock'd file)
- * into `buf` as a NUL-terminated string. `LOCK_ERR_BUFFER_TOO_SMALL` (and
- * nothing written) if `buf_len` cannot hold it and its terminator;
- * `*len_out` (if not NULL) receives the length without terminator.
+ * Copies the path that is the lock (lock file, lock directory, symlink,
+ * flock'd file, lease or queue) into `buf` as a NUL-terminated string, and
+ * its length without terminator into `*len_out` (if not NULL).
+ * `LOCK_ERR_BUFFER_TOO_SMALL` if `buf_len` cannot hold it and its
+ * terminator: nothing is written to `buf`, and, as with `snprintf`,
+ * `*len_out` receives the length needed (less the terminator), the one
+ * output written on failure.
  *
  * # Safety
  * `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes;

@@ -1,12 +1,23 @@
-//! The two clocks a lock needs, kept apart by type.
+//! The clocks a lock needs, kept apart by type.
 //!
-//! Expiry and cooldown are shared with other processes and hosts, so they are
-//! stored as wall-clock time ([`WallTime`], `CLOCK_REALTIME`). Waiting and
-//! backoff are local and must not stretch or shrink when an operator or NTP
-//! steps the clock, so they use [`MonoTime`] (`CLOCK_MONOTONIC`). A wall-clock
-//! jump can only make a lease look expired early or late; it never changes how
-//! long a caller waits.
+//! * [`WallTime`] (`CLOCK_REALTIME`) is shared with other hosts and boots,
+//!   and is what people read; but anyone with the right to can step it, and
+//!   two hosts' wall clocks disagree.
+//! * [`BootTime`] (`CLOCK_BOOTTIME`) counts from this boot and is never
+//!   stepped, but means nothing on another host or after a reboot, so it is
+//!   only ever compared with a reading of the same [`BootId`].
+//! * [`MonoTime`] (`CLOCK_MONOTONIC`) is for this process's own waiting and
+//!   backoff.
+//!
+//! An expiry or a cooldown that other processes judge is a [`Moment`], read
+//! from both shared clocks at once. A process on the boot that wrote it
+//! judges it by the boot clock alone, so a wall clock stepped or skewed
+//! (by an operator, by NTP, by a test's libfaketime) can neither expire a
+//! live holder early nor keep a dead one late. Anyone else (another host
+//! sharing an NFS directory, the same host after a reboot) has only the
+//! wall clock to go by.
 
+use core::fmt;
 use core::time::Duration;
 
 use crate::sys;
@@ -41,6 +52,150 @@ impl WallTime {
     /// How long after `earlier` this is; zero if it is not later.
     pub fn since(self, earlier: WallTime) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0).max(0) as u64)
+    }
+}
+
+/// RFC 3339 in UTC to the millisecond (`2026-11-23T12:00:00.250Z`), for
+/// messages that name when a lock was taken or expires.
+impl fmt::Display for WallTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let millis = self.unix_millis();
+        let (days, ms_of_day) = (millis.div_euclid(86_400_000), millis.rem_euclid(86_400_000));
+        let (year, month, day) = civil_from_days(days);
+        let secs = ms_of_day / 1000;
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60,
+            ms_of_day % 1000
+        )
+    }
+}
+
+/// Year, month and day of the proleptic Gregorian calendar for a count of
+/// days since 1970-01-01 (the algorithm of Howard Hinnant's `date` library).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): a reading of
+/// the boot clock, a pid and a process start time mean something only
+/// within one boot.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BootId(pub [u8; 16]);
+
+impl BootId {
+    /// This boot's id; `None` where the kernel does not tell it.
+    pub fn current() -> Option<BootId> {
+        let path = sys::CPath::from_parts(&[b"/proc/sys/kernel/random/boot_id"]).ok()?;
+        let fd = sys::open(&path, libc::O_RDONLY, 0).ok()?;
+        let mut text = [0u8; 37];
+        let n = sys::read_full(&fd, &mut text).ok()?;
+        BootId::parse(&text[..n])
+    }
+
+    /// Parses 32 hex digits, with or without the dashes of the kernel's
+    /// `8-4-4-4-12` form and a final newline.
+    pub fn parse(text: &[u8]) -> Option<BootId> {
+        let text = text.strip_suffix(b"\n").unwrap_or(text);
+        let mut out = [0u8; 16];
+        let mut nibbles = 0;
+        for &b in text {
+            if b == b'-' {
+                continue;
+            }
+            let v = crate::text::hex_value(b)?;
+            if nibbles == 32 {
+                return None;
+            }
+            out[nibbles / 2] |= v << if nibbles % 2 == 0 { 4 } else { 0 };
+            nibbles += 1;
+        }
+        (nibbles == 32).then_some(BootId(out))
+    }
+}
+
+/// The 32 lowercase hex digits written in records.
+impl fmt::Debug for BootId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+/// A reading of `CLOCK_BOOTTIME`: nanoseconds since this boot began,
+/// suspend included. Never stepped; meaningful only with its [`BootId`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BootTime(i64);
+
+impl BootTime {
+    pub fn now() -> BootTime {
+        BootTime(sys::clock_ns(libc::CLOCK_BOOTTIME))
+    }
+
+    pub const fn from_nanos(nanos: i64) -> BootTime {
+        BootTime(nanos)
+    }
+
+    pub const fn nanos(self) -> i64 {
+        self.0
+    }
+
+    pub fn saturating_add(self, d: Duration) -> BootTime {
+        BootTime(self.0.saturating_add(duration_nanos(d)))
+    }
+}
+
+/// A moment that other processes judge (an expiry, the end of a cooldown),
+/// as both shared clocks tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moment {
+    pub wall: WallTime,
+    /// The boot clock's reading and its boot; `None` where the kernel has
+    /// no boot id, and such a moment is judged by the wall clock alone.
+    pub boot: Option<(BootId, BootTime)>,
+}
+
+impl Moment {
+    /// Now, by both clocks; `boot` is this boot's id (the caller's
+    /// [`Owner`](crate::Owner) keeps it, so that it is read once).
+    pub fn now(boot: Option<BootId>) -> Moment {
+        Moment { wall: WallTime::now(), boot: boot.map(|id| (id, BootTime::now())) }
+    }
+
+    pub fn saturating_add(self, d: Duration) -> Moment {
+        Moment { wall: self.wall.saturating_add(d), boot: self.boot.map(|(id, t)| (id, t.saturating_add(d))) }
+    }
+
+    /// Whether this moment has come at `now`. On the boot that wrote it
+    /// the boot clock alone decides; elsewhere the wall clock.
+    pub fn has_come(self, now: Moment) -> bool {
+        match (self.boot, now.boot) {
+            (Some((written, at)), Some((current, t))) if written == current => at <= t,
+            _ => self.wall <= now.wall,
+        }
+    }
+
+    /// This moment on the wall clock, as seen at `now`: for a moment of
+    /// this boot, how far ahead of `now` the boot clock puts it, added to
+    /// the wall clock's `now`. What a person is shown.
+    pub fn wall_as_seen(self, now: Moment) -> WallTime {
+        match (self.boot, now.boot) {
+            (Some((written, at)), Some((current, t))) if written == current => {
+                WallTime(now.wall.0.saturating_add(at.0.saturating_sub(t.0)))
+            }
+            _ => self.wall,
+        }
     }
 }
 
@@ -96,5 +251,47 @@ mod tests {
         let later = a.saturating_add(Duration::from_millis(5));
         assert_eq!(later.since(a), Duration::from_millis(5));
         assert_eq!(a.since(later), Duration::ZERO);
+    }
+
+    #[test]
+    fn wall_times_print_as_utc_dates() {
+        let show = |nanos: i64| std::format!("{}", WallTime::from_unix_nanos(nanos));
+        assert_eq!(show(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(show(1_795_437_368_250_000_000), "2026-11-23T12:36:08.250Z");
+        assert_eq!(show(951_782_400_000_000_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(show(-1_000_000), "1969-12-31T23:59:59.999Z");
+    }
+
+    /// The boot clock decides on its own boot, whatever the wall clock
+    /// says: a contender whose wall clock runs an hour ahead (or behind)
+    /// does not see a moment of this boot come early (or late).
+    #[test]
+    fn a_moment_of_this_boot_is_judged_by_the_boot_clock() {
+        let boot = BootId([3; 16]);
+        let expiry = Moment { wall: WallTime(1_000), boot: Some((boot, BootTime(500))) };
+        let skewed_ahead = Moment { wall: WallTime(1_000 + 3_600_000_000_000), boot: Some((boot, BootTime(400))) };
+        assert!(!expiry.has_come(skewed_ahead));
+        let skewed_behind = Moment { wall: WallTime(1_000 - 3_600_000_000_000), boot: Some((boot, BootTime(500))) };
+        assert!(expiry.has_come(skewed_behind));
+        assert_eq!(expiry.wall_as_seen(skewed_behind), WallTime(1_000 - 3_600_000_000_000));
+    }
+
+    #[test]
+    fn a_moment_of_another_boot_or_host_is_judged_by_the_wall_clock() {
+        let expiry = Moment { wall: WallTime(1_000), boot: Some((BootId([3; 16]), BootTime(500))) };
+        let other_boot = Moment { wall: WallTime(999), boot: Some((BootId([4; 16]), BootTime(9_999))) };
+        assert!(!expiry.has_come(other_boot));
+        assert!(expiry.has_come(Moment { wall: WallTime(1_000), boot: None }));
+        assert_eq!(expiry.wall_as_seen(other_boot), WallTime(1_000));
+    }
+
+    #[test]
+    fn boot_ids_parse_the_kernel_form_and_ours() {
+        let id = BootId::parse(b"0f8fd5a4-5b62-4a3a-9d5b-2a3c4e5f6a7b\n").unwrap();
+        assert_eq!(id.0[0], 0x0f);
+        assert_eq!(id.0[15], 0x7b);
+        assert_eq!(BootId::parse(std::format!("{id:?}").as_bytes()), Some(id));
+        assert!(BootId::parse(b"0f8fd5a4").is_none());
+        assert!(BootId::current().is_some(), "Linux tells its boot id");
     }
 }

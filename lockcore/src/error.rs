@@ -1,13 +1,22 @@
-//! The errors of lockcore: one enum, `Copy`, no allocation.
+//! The errors of lockcore: `Copy`, no allocation, and enough facts to say
+//! what went wrong where.
 //!
 //! Outcomes that are not failures (a release that ran past its TTL, a lock
 //! that someone else took over) are *not* errors: they are
 //! [`ReleaseOutcome`](crate::ReleaseOutcome) and
 //! [`ProlongOutcome`](crate::ProlongOutcome) values.
+//!
+//! An error about a file names the file by its [`FileRole`] (the lock, its
+//! guard, a helper beside it, the directory that holds them) rather than by
+//! path, so that it stays small; [`Lock::describe`](crate::Lock::describe)
+//! puts the path back for a message. What to match on is
+//! [`Error::kind`]: one flat list, the one the C interface turns into codes.
 
 use core::fmt;
 
-use crate::sys::Errno;
+use crate::clock::WallTime;
+use crate::owner::HostName;
+use crate::sys::{self, CPath, Errno};
 
 /// Why a lock spec was refused. The key it names is kept in [`SpecError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,7 +27,8 @@ pub enum SpecErrorKind {
     UnknownScheme,
     /// The key is not an option of this scheme.
     UnknownKey,
-    /// The key's value does not parse, or is out of range.
+    /// The key's value does not parse, is out of range, or would make
+    /// exclusion impossible.
     BadValue,
     /// The key appears twice (or with an alias of itself).
     DuplicateKey,
@@ -78,15 +88,177 @@ impl fmt::Display for SpecError {
     }
 }
 
-/// Which part of a lock on disk did not hold what it should.
+/// Which part of a lock of this library did not hold what it should.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CorruptKind {
-    /// The owner record does not parse.
+    /// The owner record (or lease, or queue) carries this library's marker
+    /// but does not parse.
     Record,
-    /// The owner record is longer than any record this library writes.
+    /// The record carries this library's marker but is longer than any
+    /// record this library writes.
     RecordTooLong,
-    /// The guard file (fence and cooldown state) does not parse.
+    /// The guard file (fence and cooldown) carries its marker but does not
+    /// parse, or holds the largest fence, so that no greater one is left.
     GuardState,
+}
+
+/// Which of a lock's files an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileRole {
+    /// The path that is the lock: the lock file, the lock directory, the
+    /// symlink, the flock'd file, the lease or the queue.
+    Lock,
+    /// The guard beside the lock (`<lock>.guard`), which orders every change
+    /// to it and keeps its fence and cooldown.
+    Guard,
+    /// A file the library makes under a name of its own beside the lock
+    /// while it builds or retires one.
+    Helper,
+    /// The directory that holds the lock.
+    Directory,
+}
+
+impl FileRole {
+    fn noun(self) -> &'static str {
+        match self {
+            FileRole::Lock => "the lock",
+            FileRole::Guard => "the lock's guard",
+            FileRole::Helper => "a helper file beside the lock",
+            FileRole::Directory => "the lock's directory",
+        }
+    }
+}
+
+/// What was wrong with a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// A directory on its path does not exist.
+    NotFound,
+    /// A component of its path is a file, not a directory.
+    NotADirectory,
+    /// The file system refused access.
+    PermissionDenied,
+    /// It is a symbolic link where the lock needs a file or directory: refused, never followed.
+    Symlink,
+    /// It holds something that this scheme never makes there and that is no
+    /// lock a peer makes either (a data file, a directory with files in it,
+    /// a fifo): it is left untouched.
+    NotALock,
+    /// It carries this library's format but does not parse.
+    Corrupt(CorruptKind),
+    /// Someone the spec's `mode` does not trust could have written it.
+    Untrusted(Untrusted),
+    /// Any other system error.
+    Io,
+}
+
+/// Why a file was not trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Untrusted {
+    /// Its permissions let a class of users write it that the spec's `mode`
+    /// does not let take the lock.
+    WritableByOthers,
+    /// It belongs to another user, and the spec's `mode` keeps the lock to
+    /// its owner.
+    OwnedByOther,
+}
+
+/// An operation on one of the lock's files failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileError {
+    pub file: FileRole,
+    pub problem: Problem,
+    /// The system call's errno, when one failed.
+    pub errno: Option<Errno>,
+    /// The file's owner and permission bits, where they explain the error
+    /// (a permission error, an untrusted file).
+    pub owner_uid: Option<u32>,
+    pub mode: Option<u32>,
+}
+
+impl FileError {
+    pub fn new(file: FileRole, problem: Problem) -> FileError {
+        FileError { file, problem, errno: None, owner_uid: None, mode: None }
+    }
+
+    /// The error for `errno` from a system call on `path`. For a permission
+    /// error, the owner and mode of the file, or of the directory that
+    /// refused to let it be made, are looked up to be named.
+    pub fn from_errno(file: FileRole, path: &CPath, errno: Errno) -> Error {
+        let problem = match errno {
+            Errno::ENOENT => Problem::NotFound,
+            Errno::ENOTDIR => Problem::NotADirectory,
+            Errno::EACCES | Errno::EPERM | Errno::EROFS => Problem::PermissionDenied,
+            Errno::ELOOP => Problem::Symlink,
+            // A directory where a file belongs (open for writing, unlink, rename over it).
+            Errno::EISDIR => Problem::NotALock,
+            Errno::ENAMETOOLONG => {
+                return Error::Spec(SpecError::new(SpecErrorKind::PathTooLong, b"", "a lock path is too long"))
+            }
+            _ => Problem::Io,
+        };
+        let mut error = FileError { errno: Some(errno), ..FileError::new(file, problem) };
+        if problem == Problem::PermissionDenied {
+            let parent = CPath::from_parts(&[path.parent()]);
+            let (role, stat) = match sys::lstat(path) {
+                Ok(stat) => (file, Some(stat)),
+                Err(_) => (FileRole::Directory, parent.ok().and_then(|dir| sys::lstat(&dir).ok())),
+            };
+            if let Some(stat) = stat {
+                error.file = role;
+                error.owner_uid = Some(stat.uid);
+                error.mode = Some(stat.permissions());
+            }
+        }
+        Error::File(error)
+    }
+
+    /// The error for a file that is there but not to be trusted.
+    pub fn untrusted(file: FileRole, why: Untrusted, stat: &sys::FileStat) -> Error {
+        Error::File(FileError {
+            owner_uid: Some(stat.uid),
+            mode: Some(stat.permissions()),
+            ..FileError::new(file, Problem::Untrusted(why))
+        })
+    }
+
+    /// An I/O error (a read or write that failed) on a file already open.
+    pub fn io(file: FileRole, errno: Errno) -> Error {
+        Error::File(FileError { errno: Some(errno), ..FileError::new(file, Problem::Io) })
+    }
+}
+
+/// Who holds a lock, in the few words an error message needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HolderSummary {
+    /// 0 when no pid is known (a liblockfile lock without one, an empty directory).
+    pub pid: i32,
+    pub host: Option<HostName>,
+    /// When it took (or last renewed) the lock, as far as is known.
+    pub since: Option<WallTime>,
+    /// When others may break it; `None` for never or unknown.
+    pub expires: Option<WallTime>,
+}
+
+/// Why a lock could not be taken just now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contention {
+    /// Someone holds it.
+    Held(HolderSummary),
+    /// It was released with a cooldown that is not over.
+    CoolingDown { until: WallTime },
+    /// Others are queued before this caller (`toplock`): `ahead` of them.
+    Queued { ahead: u32, holder: Option<HolderSummary> },
+    /// The queue has no room for another request (`toplock`).
+    QueueFull,
+    /// Another process kept the file that orders every change to the lock
+    /// (its guard; the lease or queue file itself) locked for as long as
+    /// the call could wait: a process stopped inside one of its few system
+    /// calls, or another user who can open that file and holds it locked.
+    GuardHeld,
+    /// Another process made the lock between this one's look and its create
+    /// (only a program that does not take the guard can).
+    Raced,
 }
 
 /// Every way an operation of lockcore can fail.
@@ -94,30 +266,22 @@ pub enum CorruptKind {
 pub enum Error {
     /// The lock spec was refused.
     Spec(SpecError),
-    /// Someone else holds the lock (or it is cooling down); `try_acquire` only.
-    Busy,
-    /// The wait budget ran out before the lock could be taken.
-    Timeout,
+    /// The lock is not to be had now; `try_acquire`, and release, prolong,
+    /// commit, inspect and break when its guard stayed held ([`Contention::GuardHeld`]).
+    Busy(Contention),
+    /// The wait budget ran out; what stood in the way at the end.
+    Timeout(Contention),
     /// The operation needs a held lock and this handle holds none.
     NotHeld,
     /// `acquire` on a handle that already holds its lock.
     AlreadyHeld,
-    /// The strategy cannot keep this promise (for example a cooldown).
+    /// The strategy cannot keep this promise (for example a break of `flock`).
     Unsupported(&'static str),
     /// The handle's lock was taken by the parent process; a child of `fork()`
     /// may neither release nor prolong it.
     Forked,
-    /// A directory on the lock's path does not exist.
-    NotFound,
-    /// The file system refused access to the lock's path.
-    PermissionDenied,
-    /// The lock's path is a symbolic link: refused, never followed.
-    Symlink,
-    /// The lock's path holds something this strategy never creates there
-    /// (a directory where a file belongs, a fifo, a file where a directory belongs).
-    NotALock,
-    /// The lock's record is unreadable; see [`CorruptKind`].
-    Corrupt(CorruptKind),
+    /// Something about one of the lock's files.
+    File(FileError),
     /// The commit step could not rename the caller's temp file over its
     /// target (the temp file is missing, the target is a directory, the two
     /// are on different file systems, ...); the target is untouched.
@@ -125,25 +289,90 @@ pub enum Error {
     /// The commit step was given one of the lock's own files (the lock or
     /// its guard) as its temp file or its target; nothing was renamed.
     CommitOntoLock,
-    /// Any other system error, with its errno.
+    /// A system error that concerns no file of the lock (no randomness, no clock).
     Os(Errno),
 }
 
+/// What an [`Error`] is, without its details: the list to match on, and
+/// the one the C interface gives a code each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    Spec(SpecErrorKind),
+    Busy,
+    Timeout,
+    NotHeld,
+    AlreadyHeld,
+    Unsupported,
+    Forked,
+    NotFound,
+    NotADirectory,
+    PermissionDenied,
+    Symlink,
+    NotALock,
+    Corrupt(CorruptKind),
+    Untrusted,
+    Commit,
+    CommitOntoLock,
+    Os,
+}
+
 impl Error {
-    /// Maps an errno from an operation on the lock's path to the error a
-    /// caller can act on.
-    pub fn from_path_errno(errno: Errno) -> Error {
-        match errno {
-            Errno::ENOENT | Errno::ENOTDIR => Error::NotFound,
-            Errno::EACCES | Errno::EPERM | Errno::EROFS => Error::PermissionDenied,
-            Errno::ELOOP => Error::Symlink,
-            // A directory where a file belongs (open for writing, unlink, rename over it).
-            Errno::EISDIR => Error::NotALock,
-            Errno::ENAMETOOLONG => {
-                Error::Spec(SpecError::new(SpecErrorKind::PathTooLong, b"", "a lock path is too long"))
-            }
-            other => Error::Os(other),
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Spec(e) => ErrorKind::Spec(e.kind),
+            Error::Busy(_) => ErrorKind::Busy,
+            Error::Timeout(_) => ErrorKind::Timeout,
+            Error::NotHeld => ErrorKind::NotHeld,
+            Error::AlreadyHeld => ErrorKind::AlreadyHeld,
+            Error::Unsupported(_) => ErrorKind::Unsupported,
+            Error::Forked => ErrorKind::Forked,
+            Error::File(e) => match e.problem {
+                Problem::NotFound => ErrorKind::NotFound,
+                Problem::NotADirectory => ErrorKind::NotADirectory,
+                Problem::PermissionDenied => ErrorKind::PermissionDenied,
+                Problem::Symlink => ErrorKind::Symlink,
+                Problem::NotALock => ErrorKind::NotALock,
+                Problem::Corrupt(kind) => ErrorKind::Corrupt(kind),
+                Problem::Untrusted(_) => ErrorKind::Untrusted,
+                Problem::Io => ErrorKind::Os,
+            },
+            Error::Commit(_) => ErrorKind::Commit,
+            Error::CommitOntoLock => ErrorKind::CommitOntoLock,
+            Error::Os(_) => ErrorKind::Os,
         }
+    }
+
+    /// The file the error is about, if it is about one.
+    pub fn file(&self) -> Option<FileRole> {
+        match self {
+            Error::File(e) => Some(e.file),
+            _ => None,
+        }
+    }
+
+    /// The errno behind the error, if a system call failed.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Error::File(e) => e.errno,
+            Error::Commit(errno) | Error::Os(errno) => Some(*errno),
+            _ => None,
+        }
+    }
+
+    /// A shorthand for the errors about one of the lock's files that carry
+    /// no errno (a file that is not a lock, a corrupt record).
+    pub fn file_problem(file: FileRole, problem: Problem) -> Error {
+        Error::File(FileError::new(file, problem))
+    }
+
+    /// A corrupt record or guard of this library's format.
+    pub fn corrupt(file: FileRole, kind: CorruptKind) -> Error {
+        Error::file_problem(file, Problem::Corrupt(kind))
+    }
+
+    /// Something at one of the lock's paths that is not a lock of this scheme.
+    pub fn not_a_lock(file: FileRole) -> Error {
+        Error::file_problem(file, Problem::NotALock)
     }
 }
 
@@ -153,30 +382,157 @@ impl From<SpecError> for Error {
     }
 }
 
+impl fmt::Display for HolderSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.pid {
+            0 => f.write_str("held by a process that named no pid")?,
+            pid => write!(f, "held by pid {pid}")?,
+        }
+        if let Some(host) = &self.host {
+            write!(f, " on {host:?}")?;
+        }
+        if let Some(since) = self.since {
+            write!(f, " since {since}")?;
+        }
+        match self.expires {
+            Some(at) => write!(f, ", expiring {at}"),
+            None => f.write_str(", with no expiry"),
+        }
+    }
+}
+
+impl fmt::Display for Contention {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Contention::Held(holder) => write!(f, "{holder}"),
+            Contention::CoolingDown { until } => write!(f, "cooling down until {until}"),
+            Contention::Queued { ahead, holder } => {
+                write!(f, "{ahead} request(s) queued ahead")?;
+                match holder {
+                    Some(holder) => write!(f, ", {holder}"),
+                    None => Ok(()),
+                }
+            }
+            Contention::QueueFull => f.write_str("the queue is full"),
+            Contention::GuardHeld => f.write_str(
+                "another process kept the lock's guard locked for as long as this call could wait \
+                 (stopped inside a guard section, or another user holding the guard)",
+            ),
+            Contention::Raced => f.write_str("a program that takes no guard made the lock at the same moment"),
+        }
+    }
+}
+
+impl FileError {
+    /// The error's text, naming the file's owner by `owner_name` (its user
+    /// name, which a caller with a user database can look up) beside its uid.
+    pub fn text<'a>(&'a self, owner_name: Option<&'a str>) -> FileErrorText<'a> {
+        FileErrorText { error: self, owner_name }
+    }
+}
+
+/// A [`FileError`] as text: what went wrong with which of the lock's files,
+/// the system's word for the errno, and the file's owner and mode.
+#[derive(Clone, Copy, Debug)]
+pub struct FileErrorText<'a> {
+    error: &'a FileError,
+    owner_name: Option<&'a str>,
+}
+
+impl fmt::Display for FileErrorText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.error;
+        let what = e.file.noun();
+        match e.problem {
+            Problem::NotFound => write!(f, "a directory on the path of {what} does not exist")?,
+            Problem::NotADirectory => write!(f, "a component of the path of {what} is not a directory")?,
+            Problem::PermissionDenied => write!(f, "permission denied on {what}")?,
+            Problem::Symlink => write!(f, "{what} is a symbolic link; refusing to follow it")?,
+            Problem::NotALock => {
+                write!(f, "{what} holds something that is not a lock of this scheme; it was left untouched")?
+            }
+            Problem::Corrupt(CorruptKind::Record) => write!(f, "the record of {what} is corrupt")?,
+            Problem::Corrupt(CorruptKind::RecordTooLong) => write!(f, "the record of {what} is too long")?,
+            Problem::Corrupt(CorruptKind::GuardState) => write!(f, "{what} is corrupt")?,
+            Problem::Untrusted(Untrusted::WritableByOthers) => {
+                write!(f, "{what} may be written by users the lock's mode does not trust; refusing to use it")?
+            }
+            Problem::Untrusted(Untrusted::OwnedByOther) => {
+                write!(f, "{what} belongs to another user, and the lock's mode keeps it private; refusing to use it")?
+            }
+            Problem::Io => write!(f, "input/output error on {what}")?,
+        }
+        if let Some(errno) = e.errno {
+            write_errno(f, errno)?;
+        }
+        if let (Some(uid), Some(mode)) = (e.owner_uid, e.mode) {
+            match self.owner_name {
+                Some(name) => write!(f, " [owner {name} (uid {uid}), mode {mode:04o}]")?,
+                None => write!(f, " [owner uid {uid}, mode {mode:04o}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.text(None))
+    }
+}
+
+fn write_errno(f: &mut fmt::Formatter<'_>, errno: Errno) -> fmt::Result {
+    let mut buf = [0u8; 128];
+    match sys::strerror(errno, &mut buf) {
+        Some(text) => write!(f, " ({text}, errno {})", errno.raw()),
+        None => write!(f, " (errno {})", errno.raw()),
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Spec(e) => write!(f, "{e}"),
-            Error::Busy => f.write_str("the lock is held by someone else"),
-            Error::Timeout => f.write_str("the wait budget ran out before the lock was free"),
+            Error::Busy(why) => write!(f, "the lock is busy: {why}"),
+            Error::Timeout(why) => write!(f, "the wait budget ran out: {why}"),
             Error::NotHeld => f.write_str("this handle does not hold its lock"),
             Error::AlreadyHeld => f.write_str("this handle already holds its lock"),
             Error::Unsupported(what) => write!(f, "this strategy does not support {what}"),
             Error::Forked => f.write_str("the lock belongs to the parent process of this fork"),
-            Error::NotFound => f.write_str("a directory on the lock's path does not exist"),
-            Error::PermissionDenied => f.write_str("permission denied on the lock's path"),
-            Error::Symlink => f.write_str("the lock's path is a symbolic link; refusing to follow it"),
-            Error::NotALock => f.write_str("the lock's path holds something that is not a lock"),
-            Error::Corrupt(CorruptKind::Record) => f.write_str("the lock's owner record is corrupt"),
-            Error::Corrupt(CorruptKind::RecordTooLong) => f.write_str("the lock's owner record is too long"),
-            Error::Corrupt(CorruptKind::GuardState) => f.write_str("the lock's guard file is corrupt"),
-            Error::Commit(errno) => write!(
-                f,
-                "the commit could not rename the temp file over the target (errno {}); the target is untouched",
-                errno.raw()
-            ),
+            Error::File(e) => write!(f, "{e}"),
+            Error::Commit(errno) => {
+                f.write_str("the commit could not rename the temp file over the target")?;
+                write_errno(f, *errno)?;
+                f.write_str("; the target is untouched")
+            }
             Error::CommitOntoLock => f.write_str("the commit's temp file or target is one of the lock's own files"),
-            Error::Os(errno) => write!(f, "system error (errno {})", errno.raw()),
+            Error::Os(errno) => {
+                f.write_str("system error")?;
+                write_errno(f, *errno)
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_permission_error_names_the_owner_and_mode_of_what_refused() {
+        let dir = std::env::temp_dir().join(std::format!("lockcore-error-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = CPath::from_parts(&[dir.join("absent").to_str().unwrap().as_bytes()]).unwrap();
+        let Error::File(e) = FileError::from_errno(FileRole::Guard, &missing, Errno::EACCES) else { panic!() };
+        // The file is not there: the directory refused to let it be made.
+        assert_eq!((e.file, e.problem), (FileRole::Directory, Problem::PermissionDenied));
+        assert_eq!(e.owner_uid, Some(sys::geteuid()));
+        assert_eq!(e.mode.map(|m| m & 0o777), Some(std::fs::metadata(&dir).map(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.permissions().mode() & 0o777
+        }).unwrap()));
+        let Error::File(e) = FileError::from_errno(FileRole::Lock, &missing, Errno::ENOTDIR) else { panic!() };
+        assert_eq!(e.problem, Problem::NotADirectory, "ENOTDIR is not a missing directory");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

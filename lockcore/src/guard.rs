@@ -5,72 +5,60 @@
 //! system call does that as one step. If breakers and creators do not exclude
 //! each other, two breakers that judged the same stale record both remove
 //! something, and the second removes the fresh lock the first one just made
-//! (LockFile::Simple's BUGS section; the seed-001 mkdir lock). The guard is a
-//! `flock(2)` on `<lock>.guard`, held for the few system calls of one
-//! create, break, prolong or release, never for the caller's critical section.
-//! Because every change to the lock path happens under it, "remove exactly the
-//! record that was judged stale" is a read and an unlink inside one guard
-//! section, and two breakers can never both get in.
+//! (LockFile::Simple's BUGS section; the classic `mkdir` lock of CGI scripts).
+//! The guard is a lock on `<lock>.guard`, held for the few system calls of
+//! one create, break, prolong or release, never for the caller's critical
+//! section. Because every change to the lock path happens under it,
+//! "remove exactly the record that was judged stale" is a read and an
+//! unlink inside one guard section, and two breakers can never both get in.
+//!
+//! The lock on the guard is an open-file-description lock (`F_OFD_SETLK`):
+//! released by the kernel whatever kills its holder, like `flock`, but an
+//! exclusive one needs the file open for writing, so a user who may only
+//! read the guard cannot hold it to wedge the lock. Every wait for it ends
+//! by the caller's deadline, with [`Contention::GuardHeld`].
 //!
 //! The guard file also keeps what must outlive any single lock record: the
-//! last fencing token handed out, and the time before which a released lock
-//! stays closed (cooldown). It is one fixed-size line, rewritten with one
-//! `pwrite` while the guard is held, so it is never seen half-written.
+//! last fencing token handed out, and the moment before which a released
+//! lock stays closed (cooldown). It is one fixed-size line, made complete
+//! before it appears and rewritten with one `pwrite` while the guard is
+//! held, so it is never seen half-written:
 //!
-//! The guard file is never deleted: a process holding the flock on an
+//! ```text
+//! lockguard 2 <fence> <cooldown: - | <wall ns> <boot id|-> <boot ns|->>   (spaces to 160 bytes, then \n)
+//! ```
+//!
+//! [`GuardFile`] is also how `lease` and `toplock` lock their own files,
+//! which keep their state themselves.
+//!
+//! The guard file is never deleted: a process holding the lock on an
 //! unlinked guard would exclude nobody. If an operator or a tmp cleaner
-//! deletes it anyway, [`GuardFile::lock`] notices (the path no longer names the
-//! inode it locked) and locks the new file instead.
+//! deletes it anyway, [`GuardFile::lock_file`] notices (the path no longer
+//! names the inode it locked) and locks the new file instead.
 
 use core::fmt::Write;
 use core::time::Duration;
 
-use crate::clock::{MonoTime, WallTime};
-use crate::error::{CorruptKind, Error};
-use crate::sys::{self, CPath, Fd, FlockOp};
-use crate::text::{parse_i64, parse_u64, FixedText};
+use crate::clock::{MonoTime, Moment};
+use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
+use crate::files::{self, with_suffix};
+use crate::owner::BootId;
+use crate::record::{parse_moment, write_moment};
+use crate::sys::{self, CPath, Fd, FileStat, OfdLock};
+use crate::text::{parse_u64, FixedText, Words};
+use crate::trust::Sharing;
 
 /// Size of the guard record: one line, padded with spaces.
-pub const GUARD_RECORD_LEN: usize = 96;
+pub const GUARD_RECORD_LEN: usize = 160;
 
-/// How long an operation waits for the guard before it reports the lock
-/// busy. Guards are held for microseconds; only a process stopped inside its
-/// guard section (SIGSTOP, a debugger) makes this run out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Patience {
-    /// An acquisition attempt: it is retried anyway, so give up soon and let
-    /// the caller's backoff and deadline decide.
-    Attempt,
-    /// Release, prolong, inspect, break: the caller holds or watches the lock
-    /// and has no retry loop; wait long enough to outlast any live contender.
-    Change,
-}
-
-impl Patience {
-    fn duration(self) -> Duration {
-        match self {
-            Patience::Attempt => Duration::from_millis(250),
-            Patience::Change => Duration::from_secs(10),
-        }
-    }
-}
+/// The words every guard line starts with.
+const MARKER: &[u8] = b"lockguard 2 ";
 
 /// The guard file of the lock at `lock`: `<lock>.guard`. One name for the
 /// strategies that keep a guard and for the commit step, which must never
 /// rename over it.
 pub fn guard_path(lock: &CPath) -> Result<CPath, Error> {
-    crate::strategy::with_suffix(lock, b".guard")
-}
-
-/// The permissions of a lock's guard file, from the lock's own `mode`:
-/// whoever may read the lock may take it, and taking it means writing the
-/// guard, so each read bit grants read and write. A private lock
-/// (`mode=0600`) gets a private guard, which no other user can open and
-/// flock to wedge the lock; without a `mode`, anyone may take it (0666,
-/// less the umask).
-pub fn mode_for(lock_mode: Option<u32>) -> libc::mode_t {
-    let readers = lock_mode.unwrap_or(0o444) & 0o444;
-    readers | (readers >> 1)
+    with_suffix(lock, b".guard")
 }
 
 /// What the guard file remembers about its lock.
@@ -79,174 +67,201 @@ pub struct GuardState {
     /// The last fencing token handed out for this lock.
     pub fence: u64,
     /// A released lock stays closed until then.
-    pub cooldown_until: Option<WallTime>,
+    pub cooldown_until: Option<Moment>,
 }
 
 impl GuardState {
     /// Draws the next fencing token at `now` ([`crate::fence::next`]). A
     /// guard (or a record it was raised to) that already holds the largest
     /// one was forged: no token is left that is greater than every earlier one.
-    pub fn next_fence(&mut self, now: WallTime) -> Result<u64, Error> {
-        self.fence = crate::fence::next(self.fence, now).ok_or(Error::Corrupt(CorruptKind::GuardState))?;
+    pub fn next_fence(&mut self, now: Moment) -> Result<u64, Error> {
+        self.fence =
+            crate::fence::next(self.fence, now.wall).ok_or(Error::corrupt(FileRole::Guard, CorruptKind::GuardState))?;
         Ok(self.fence)
     }
 
     pub fn encode(&self) -> FixedText<GUARD_RECORD_LEN> {
         let mut out = FixedText::new();
-        let cooldown = self.cooldown_until.map_or(0, WallTime::unix_nanos);
-        // Bounded numbers: the line always fits; the tests check the length.
-        let _ = write!(out, "lockguard 1 fence {} cooldown {}", self.fence, cooldown);
+        // Bounded numbers: the line always fits; the tests check the longest.
+        let _ = out.push_bytes(MARKER);
+        let _ = write!(out, "{} ", self.fence);
+        let _ = write_moment(&mut out, self.cooldown_until, b"-");
         let _ = out.pad_to(GUARD_RECORD_LEN - 1, b' ');
         let _ = out.push_bytes(b"\n");
         out
     }
 
-    pub fn parse(bytes: &[u8]) -> Result<GuardState, Error> {
-        let corrupt = Error::Corrupt(CorruptKind::GuardState);
-        if bytes.is_empty() {
-            return Ok(GuardState::default());
+    /// Parses a guard file's bytes (at most one more than a line). A file
+    /// without the marker is no guard of ours: [`Problem::NotALock`].
+    ///
+    /// [`Problem::NotALock`]: crate::error::Problem::NotALock
+    pub fn parse(bytes: &[u8], role: FileRole) -> Result<GuardState, Error> {
+        if !bytes.starts_with(b"lockguard ") {
+            return Err(Error::not_a_lock(role));
         }
+        let corrupt = Error::corrupt(role, CorruptKind::GuardState);
         if bytes.len() != GUARD_RECORD_LEN || bytes[GUARD_RECORD_LEN - 1] != b'\n' {
             return Err(corrupt);
         }
         let line = &bytes[..GUARD_RECORD_LEN - 1];
         let end = line.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
-        let mut words = line[..end].split(|&b| b == b' ');
-        let mut expect = |word: &[u8]| if words.next() == Some(word) { Ok(()) } else { Err(corrupt) };
-        expect(b"lockguard")?;
-        expect(b"1")?;
-        expect(b"fence")?;
+        let mut words = Words::new(line[..end].strip_prefix(MARKER).ok_or(corrupt)?);
         let fence = words.next().and_then(parse_u64).ok_or(corrupt)?;
-        if words.next() != Some(b"cooldown") {
+        let cooldown_until = parse_moment(&mut words, b"-").ok_or(corrupt)?;
+        if !words.is_done() {
             return Err(corrupt);
         }
-        let cooldown = words.next().and_then(parse_i64).ok_or(corrupt)?;
-        if words.next().is_some() {
-            return Err(corrupt);
-        }
-        Ok(GuardState { fence, cooldown_until: (cooldown != 0).then(|| WallTime::from_unix_nanos(cooldown)) })
-    }
-
-    /// Never hands out a fence below one already on disk: if the guard file
-    /// was deleted (a tmp cleaner, an operator), the record it guards still
-    /// remembers the last fence.
-    pub fn raise_fence_to(&mut self, found: &crate::strategy::Found) {
-        if let Ok(crate::record::Parsed::Ours(record)) = found.content {
-            self.fence = self.fence.max(record.fence);
-        }
-    }
-
-    /// What `inspect` reports for a guarded lock with this `holder`.
-    pub fn inspection(&self, holder: Option<crate::strategy::Holder>, now: WallTime) -> crate::strategy::Inspection {
-        crate::strategy::Inspection {
-            holder,
-            last_fence: self.fence,
-            cooldown_until: self.cooldown_until.filter(|&until| now < until),
-            queue_length: None,
-        }
+        Ok(GuardState { fence, cooldown_until })
     }
 
     /// Whether a cooldown keeps the lock closed at `now`.
-    pub fn cooling_down(&self, now: WallTime) -> bool {
-        self.cooldown_until.is_some_and(|until| now < until)
+    pub fn cooling_down(&self, now: Moment) -> bool {
+        self.cooldown_until.is_some_and(|until| !until.has_come(now))
+    }
+
+    /// Why the lock is closed at `now`, if it is cooling down.
+    pub fn cooldown_contention(&self, now: Moment) -> Option<Contention> {
+        self.cooldown_until
+            .filter(|_| self.cooling_down(now))
+            .map(|until| Contention::CoolingDown { until: until.wall_as_seen(now) })
     }
 }
 
-/// A guard file opened by this process, kept open between operations.
+/// A file that orders the changes to a lock (a guard, a lease, a queue),
+/// opened by this process and kept open between operations.
 #[derive(Debug)]
 pub struct GuardFile {
     path: CPath,
+    role: FileRole,
+    sharing: Sharing,
     /// The descriptor and the pid that opened it. A child of `fork()` shares
-    /// the parent's open file description, and flock belongs to the
+    /// the parent's open file description, and the lock belongs to the
     /// description, so a child that reused it would "hold" the guard whenever
     /// its parent does: it must open its own.
     open: Option<(Fd, i32)>,
-    mode: libc::mode_t,
     /// Extra open flags (`O_APPEND` for an append-only log).
     flags: libc::c_int,
 }
 
+/// How long a guard section may keep a waiter waiting before it polls again.
+const LONGEST_POLL: Duration = Duration::from_millis(2);
+
 impl GuardFile {
-    pub fn new(path: CPath, mode: libc::mode_t) -> GuardFile {
-        GuardFile { path, open: None, mode, flags: 0 }
+    pub fn new(path: CPath, role: FileRole, sharing: Sharing) -> GuardFile {
+        GuardFile { path, role, sharing, open: None, flags: 0 }
     }
 
-    /// A guard file whose writes all go to its end (`O_APPEND`), for a log
-    /// that many processes append to under a shared flock.
-    pub fn new_append_only(path: CPath, mode: libc::mode_t) -> GuardFile {
-        GuardFile { path, open: None, mode, flags: libc::O_APPEND }
+    /// A file whose writes all go to its end (`O_APPEND`), for a log that
+    /// many processes append to.
+    pub fn new_append_only(path: CPath, role: FileRole, sharing: Sharing) -> GuardFile {
+        GuardFile { flags: libc::O_APPEND, ..GuardFile::new(path, role, sharing) }
     }
 
     pub fn path(&self) -> &CPath {
         &self.path
     }
 
-    /// Takes the guard, or reports [`Error::Busy`] once `patience` runs out,
-    /// and reads the state it keeps.
-    pub fn lock(&mut self, patience: Patience) -> Result<HeldGuard<'_>, Error> {
-        let file = self.lock_file(patience)?;
-        let mut bytes = [0u8; GUARD_RECORD_LEN + 1];
-        let n = sys::pread_full(file.fd, &mut bytes, 0).map_err(Error::Os)?;
-        let state = GuardState::parse(&bytes[..n])?;
-        Ok(HeldGuard { file, state })
+    /// Takes the guard by `deadline`, reads the state it keeps, and reads
+    /// the time once it is held.
+    pub fn lock(&mut self, deadline: MonoTime, boot: Option<BootId>) -> Result<HeldGuard<'_>, Error> {
+        let role = self.role;
+        let initial = GuardState::default().encode();
+        let file = self.lock_file(OfdLock::Exclusive, deadline, initial.as_bytes(), boot)?;
+        // The line only: `flock` keeps its holder's record after it.
+        let mut bytes = [0u8; GUARD_RECORD_LEN];
+        let n = sys::pread_full(file.fd, &mut bytes, 0).map_err(|e| FileError::io(role, e))?;
+        let state = GuardState::parse(&bytes[..n], role)?;
+        Ok(HeldGuard { now: file.now, file, state })
     }
 
-    /// Takes the flock only, for a strategy that keeps its own record in the
-    /// file (`lease`).
-    pub fn lock_file(&mut self, patience: Patience) -> Result<LockedFile<'_>, Error> {
-        self.lock_file_as(patience, FlockOp::Exclusive)
-    }
-
-    /// Takes the flock, exclusive or shared, and makes sure the path still
-    /// names the locked file.
-    pub fn lock_file_as(&mut self, patience: Patience, op: FlockOp) -> Result<LockedFile<'_>, Error> {
-        let give_up = MonoTime::now().saturating_add(patience.duration());
+    /// Takes the lock on the file, exclusive or shared, by `deadline`
+    /// ([`Contention::GuardHeld`] after it), creating the file complete with
+    /// `initial` if it is missing; makes sure the path still names the
+    /// locked file and that the file is still to be trusted, and reads the
+    /// time once all that holds.
+    pub fn lock_file(
+        &mut self,
+        kind: OfdLock,
+        deadline: MonoTime,
+        initial: &[u8],
+        boot: Option<BootId>,
+    ) -> Result<LockedFile<'_>, Error> {
         let mut pause = Duration::from_micros(20);
         let pid = sys::getpid();
+        let role = self.role;
         loop {
             if self.open.as_ref().map_or(true, |&(_, opener)| opener != pid) {
-                let fd = sys::open(&self.path, libc::O_RDWR | libc::O_CREAT | self.flags, self.mode)
-                    .map_err(Error::from_path_errno)?;
-                if !sys::fstat(&fd).map_err(Error::Os)?.is_file() {
-                    return Err(Error::NotALock);
-                }
+                let (fd, _) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
                 self.open = Some((fd, pid));
             }
             let Some((fd, _)) = self.open.as_ref() else { continue };
-            if sys::try_flock(fd, op).map_err(Error::Os)? {
+            if sys::try_ofd_lock(fd, kind).map_err(|e| FileError::io(role, e))? {
                 // The path must still name the inode we locked; otherwise the
-                // file was deleted or replaced and our flock excludes nobody.
-                let locked = sys::fstat(fd).map_err(Error::Os)?;
+                // file was deleted or replaced and our lock excludes nobody.
+                let locked = sys::fstat(fd).map_err(|e| FileError::io(role, e))?;
                 match sys::lstat(&self.path) {
-                    Ok(now) if now.same_file(&locked) => break,
-                    // Reopen, but within the same patience: a file replaced
-                    // over and over must not keep us here.
+                    Ok(now) if now.same_file(&locked) => {
+                        // Its owner may have changed its bits since we
+                        // opened it: judged again, under the lock.
+                        if let Err(e) = self.sharing.check(role, &locked) {
+                            let _ = sys::ofd_unlock(fd);
+                            return Err(e);
+                        }
+                        break;
+                    }
+                    // Reopen, but by the same deadline: a file replaced over
+                    // and over must not keep us here.
                     _ => self.open = None,
                 }
             }
-            if MonoTime::now() >= give_up {
-                return Err(Error::Busy);
+            let now = MonoTime::now();
+            if now >= deadline {
+                return Err(Error::Busy(Contention::GuardHeld));
             }
-            sys::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(2));
+            sys::sleep(pause.min(deadline.remaining_from(now)));
+            pause = (pause * 2).min(LONGEST_POLL);
         }
         match self.open.as_ref() {
-            Some((fd, _)) => Ok(LockedFile { fd }),
-            None => Err(Error::NotALock),
+            Some((fd, _)) => Ok(LockedFile { fd, role, now: Moment::now(boot) }),
+            None => Err(Error::not_a_lock(role)),
+        }
+    }
+
+    /// The file's status, for a caller that holds its lock.
+    pub fn stat(&self) -> Result<FileStat, Error> {
+        match self.open.as_ref() {
+            Some((fd, _)) => sys::fstat(fd).map_err(|e| FileError::io(self.role, e)),
+            None => Err(Error::not_a_lock(self.role)),
         }
     }
 }
 
-/// A guard file with its flock held; unlocked on drop.
-#[must_use = "the flock is released as soon as this is dropped"]
+/// A file with its lock held; unlocked on drop.
+#[must_use = "the lock is released as soon as this is dropped"]
 #[derive(Debug)]
 pub struct LockedFile<'a> {
     pub fd: &'a Fd,
+    pub role: FileRole,
+    /// The time, read once the lock was held: every decision made under it
+    /// counts from here, not from before a wait for it.
+    pub now: Moment,
+}
+
+impl LockedFile<'_> {
+    /// Reads the whole file, up to `buf.len()` bytes.
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        sys::pread_full(self.fd, buf, 0).map_err(|e| FileError::io(self.role, e))
+    }
+
+    /// Writes `bytes` at the start, in one `pwrite`.
+    pub fn write(&self, bytes: &[u8]) -> Result<(), Error> {
+        sys::pwrite_all(self.fd, bytes, 0).map_err(|e| FileError::io(self.role, e))
+    }
 }
 
 impl Drop for LockedFile<'_> {
     fn drop(&mut self) {
-        let _ = sys::try_flock(self.fd, FlockOp::Unlock);
+        let _ = sys::ofd_unlock(self.fd);
     }
 }
 
@@ -256,47 +271,82 @@ impl Drop for LockedFile<'_> {
 pub struct HeldGuard<'a> {
     file: LockedFile<'a>,
     pub state: GuardState,
+    /// The time, read once the guard was held.
+    pub now: Moment,
 }
 
 impl HeldGuard<'_> {
-    /// Closes the lock to everyone for `cooldown` from `now` (nothing for zero).
-    pub fn start_cooldown(&mut self, now: WallTime, cooldown: Duration) -> Result<(), Error> {
+    /// Closes the lock to everyone for `cooldown` from now (nothing for zero).
+    pub fn start_cooldown(&mut self, cooldown: Duration) -> Result<(), Error> {
         if cooldown.is_zero() {
             return Ok(());
         }
-        self.state.cooldown_until = Some(now.saturating_add(cooldown));
+        self.state.cooldown_until = Some(self.now.saturating_add(cooldown));
         self.store()
     }
 
     /// Writes `state` back in one `pwrite`.
     pub fn store(&mut self) -> Result<(), Error> {
-        sys::pwrite_all(self.file.fd, self.state.encode().as_bytes(), 0).map_err(Error::Os)
+        self.file.write(self.state.encode().as_bytes())
+    }
+
+    /// Reads what follows the guard line (the holder's record, for a
+    /// `flock` lock, whose locked file is not the library's to write).
+    pub fn read_after(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        sys::pread_full(self.file.fd, buf, GUARD_RECORD_LEN as u64).map_err(|e| FileError::io(self.file.role, e))
+    }
+
+    /// Replaces what follows the guard line with `bytes`.
+    pub fn write_after(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let role = self.file.role;
+        sys::pwrite_all(self.file.fd, bytes, GUARD_RECORD_LEN as u64)
+            .and_then(|()| sys::ftruncate(self.file.fd, (GUARD_RECORD_LEN + bytes.len()) as u64))
+            .map_err(|e| FileError::io(role, e))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{BootTime, WallTime};
+    use crate::error::ErrorKind;
 
     #[test]
     fn guard_state_round_trips_at_fixed_length() {
-        let state = GuardState { fence: u64::MAX, cooldown_until: Some(WallTime::from_unix_nanos(i64::MIN + 1)) };
-        let text = state.encode();
-        assert_eq!(text.as_bytes().len(), GUARD_RECORD_LEN);
-        assert_eq!(GuardState::parse(text.as_bytes()), Ok(state));
-        assert_eq!(GuardState::parse(b""), Ok(GuardState::default()));
+        let widest = GuardState {
+            fence: u64::MAX,
+            cooldown_until: Some(Moment {
+                wall: WallTime::from_unix_nanos(i64::MIN),
+                boot: Some((BootId([0xff; 16]), BootTime::from_nanos(i64::MIN))),
+            }),
+        };
+        let wall_only = GuardState {
+            fence: 3,
+            cooldown_until: Some(Moment { wall: WallTime::from_unix_nanos(5), boot: None }),
+        };
+        for state in [widest, wall_only, GuardState::default()] {
+            let text = state.encode();
+            assert_eq!(text.as_bytes().len(), GUARD_RECORD_LEN);
+            assert_eq!(GuardState::parse(text.as_bytes(), FileRole::Guard), Ok(state));
+        }
     }
 
     #[test]
-    fn damaged_guard_state_is_corrupt() {
+    fn a_file_without_the_marker_is_no_guard_and_a_damaged_one_is_corrupt() {
+        let kind = |bytes: &[u8]| GuardState::parse(bytes, FileRole::Guard).map_err(|e| e.kind());
+        assert_eq!(kind(b""), Err(ErrorKind::NotALock), "we never leave a guard empty");
+        assert_eq!(kind(b"some data\n"), Err(ErrorKind::NotALock));
         let text = GuardState { fence: 5, cooldown_until: None }.encode();
         let bytes = text.as_bytes();
-        let corrupt = Err(Error::Corrupt(CorruptKind::GuardState));
-        assert_eq!(GuardState::parse(&bytes[..40]), corrupt);
+        let corrupt = Err(ErrorKind::Corrupt(CorruptKind::GuardState));
+        assert_eq!(kind(&bytes[..40]), corrupt);
         let mut flipped = [0u8; GUARD_RECORD_LEN];
         flipped.copy_from_slice(bytes);
-        flipped[18] = b'x';
-        assert_eq!(GuardState::parse(&flipped), corrupt);
-        assert_eq!(GuardState::parse(&[b' '; GUARD_RECORD_LEN]), corrupt);
+        flipped[12] = b'x';
+        assert_eq!(kind(&flipped), corrupt);
+        let mut older = [b' '; GUARD_RECORD_LEN];
+        older[..13].copy_from_slice(b"lockguard 1 f");
+        older[GUARD_RECORD_LEN - 1] = b'\n';
+        assert_eq!(kind(&older), corrupt);
     }
 }

@@ -61,6 +61,7 @@ extern crate std;
 pub mod clock;
 pub mod error;
 pub mod fence;
+pub mod files;
 pub mod guard;
 mod lock;
 pub mod owner;
@@ -69,11 +70,15 @@ pub mod spec;
 pub mod strategy;
 pub mod sys;
 pub mod text;
+pub mod trust;
 pub mod wait;
 
-pub use clock::{MonoTime, WallTime};
-pub use error::{CorruptKind, Error, SpecError, SpecErrorKind};
-pub use lock::{Acquired, Lock, LockGuard};
+pub use clock::{BootId, BootTime, MonoTime, Moment, WallTime};
+pub use error::{
+    Contention, CorruptKind, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, SpecError, SpecErrorKind,
+    Untrusted,
+};
+pub use lock::{Acquired, Described, Lock, LockGuard, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};
 pub use owner::{Liveness, Nonce, Owner};
 pub use spec::{Scheme, Spec};
 pub use strategy::{CommitOutcome, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};

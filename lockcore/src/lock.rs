@@ -1,19 +1,38 @@
 //! The lock handle: a parsed spec, the strategy it names, the caller's
 //! identity, and the acquisition it holds.
 
+use core::fmt;
 use core::time::Duration;
 
-use crate::clock::{MonoTime, WallTime};
-use crate::error::Error;
+use crate::clock::{MonoTime, Moment, WallTime};
+use crate::error::{Error, FileRole};
 use crate::owner::{Nonce, Owner};
 use crate::record::Record;
 use crate::spec::{Scheme, Spec};
+use crate::strategy::guarded::Guarded;
 use crate::strategy::{
     flock::Flock, lease::Lease, lockfile::LockFile, mkdir::Mkdir, symlink::Symlink, toplock::Toplock, CommitOutcome,
     Context, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath};
+use crate::trust::Sharing;
 use crate::wait::{self, Sleep, WakeSource, Warnings};
+
+/// How long `try_acquire` may wait for the file that orders the lock's
+/// changes (its guard, lease or queue), which its holders keep for a few
+/// system calls: past this, another process is holding it on purpose or
+/// is stopped inside one of them, and the lock is busy.
+pub const TRY_PATIENCE: Duration = Duration::from_millis(50);
+
+/// Within `acquire`, how long one attempt may wait for that file before
+/// the waiting loop (its warnings, its deadline) gets control back.
+pub const ATTEMPT_PATIENCE: Duration = Duration::from_millis(250);
+
+/// How long release, prolong, commit, inspect and break may wait for that
+/// file. They have no wait budget of their own; past this they answer
+/// [`Error::Busy`] with [`Contention::GuardHeld`](crate::error::Contention::GuardHeld)
+/// and change nothing.
+pub const CHANGE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// A successful acquisition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,16 +50,38 @@ pub struct Acquired {
 // (lockffi does) rather than keep many on a small stack.
 #[allow(clippy::large_enum_variant)]
 enum AnyStrategy {
-    Lockfile(LockFile),
-    Mkdir(Mkdir),
+    Lockfile(Guarded<LockFile>),
+    Mkdir(Guarded<Mkdir>),
     Flock(Flock),
-    Symlink(Symlink),
+    Symlink(Guarded<Symlink>),
     Lease(Lease),
     Toplock(Toplock),
 }
 
 impl AnyStrategy {
+    fn new(spec: &Spec, sharing: Sharing) -> Result<AnyStrategy, Error> {
+        Ok(match spec.scheme {
+            Scheme::Lockfile => AnyStrategy::Lockfile(Guarded::new(LockFile::new(spec)?, sharing)?),
+            Scheme::Mkdir => AnyStrategy::Mkdir(Guarded::new(Mkdir::new(spec), sharing)?),
+            Scheme::Flock => AnyStrategy::Flock(Flock::new(spec, sharing)?),
+            Scheme::Symlink => AnyStrategy::Symlink(Guarded::new(Symlink::new(spec), sharing)?),
+            Scheme::Lease => AnyStrategy::Lease(Lease::new(spec, sharing)),
+            Scheme::Toplock => AnyStrategy::Toplock(Toplock::new(spec, sharing)),
+        })
+    }
+
     fn get(&mut self) -> &mut dyn Strategy {
+        match self {
+            AnyStrategy::Lockfile(s) => s,
+            AnyStrategy::Mkdir(s) => s,
+            AnyStrategy::Flock(s) => s,
+            AnyStrategy::Symlink(s) => s,
+            AnyStrategy::Lease(s) => s,
+            AnyStrategy::Toplock(s) => s,
+        }
+    }
+
+    fn view(&self) -> &dyn Strategy {
         match self {
             AnyStrategy::Lockfile(s) => s,
             AnyStrategy::Mkdir(s) => s,
@@ -62,14 +103,15 @@ impl AnyStrategy {
 pub struct Lock {
     spec: Spec,
     me: Owner,
+    sharing: Sharing,
     strategy: AnyStrategy,
     held: Option<Record>,
     /// Made by [`Lock::adopt`]: prolongs, never releases on drop.
     adopted: bool,
 }
 
-impl core::fmt::Debug for Lock {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
             .field("scheme", &self.spec.scheme)
             .field("path", self.path())
@@ -85,16 +127,18 @@ impl Lock {
     }
 
     pub fn with_spec(spec: Spec) -> Result<Lock, Error> {
-        let me = Owner::current()?;
-        let strategy = match spec.scheme {
-            Scheme::Lockfile => AnyStrategy::Lockfile(LockFile::new(&spec, me.process.pid)?),
-            Scheme::Mkdir => AnyStrategy::Mkdir(Mkdir::new(&spec)?),
-            Scheme::Flock => AnyStrategy::Flock(Flock::new(&spec)),
-            Scheme::Symlink => AnyStrategy::Symlink(Symlink::new(&spec)?),
-            Scheme::Lease => AnyStrategy::Lease(Lease::new(&spec)),
-            Scheme::Toplock => AnyStrategy::Toplock(Toplock::new(&spec)?),
-        };
-        Ok(Lock { spec, me, strategy, held: None, adopted: false })
+        Lock::with_owner(spec, Owner::current()?)
+    }
+
+    /// A handle that acts as `owner` rather than as the calling process:
+    /// what tests need to leave a lock behind for a process that is dead, or
+    /// whose pid was reused, in the strategy's own format. A program has no
+    /// use for it: its locks would be judged by another process's liveness.
+    #[doc(hidden)]
+    pub fn with_owner(spec: Spec, owner: Owner) -> Result<Lock, Error> {
+        let sharing = Sharing::new(spec.options.mode);
+        let strategy = AnyStrategy::new(&spec, sharing)?;
+        Ok(Lock { spec, me: owner, sharing, strategy, held: None, adopted: false })
     }
 
     pub fn spec(&self) -> &Spec {
@@ -102,16 +146,15 @@ impl Lock {
     }
 
     /// The path that is the lock: the lock file, the lock directory, the
-    /// flock'd file.
+    /// symlink, the flock'd file, the lease or the queue.
     pub fn path(&self) -> &CPath {
-        match &self.strategy {
-            AnyStrategy::Lockfile(s) => s.path(),
-            AnyStrategy::Mkdir(s) => s.path(),
-            AnyStrategy::Flock(s) => s.path(),
-            AnyStrategy::Symlink(s) => s.path(),
-            AnyStrategy::Lease(s) => s.path(),
-            AnyStrategy::Toplock(s) => s.path(),
-        }
+        self.strategy.view().path()
+    }
+
+    /// The guard beside the lock, for the strategies that keep one
+    /// (`lockfile`, `mkdir`, `symlink`, and `flock`'s state file).
+    pub fn guard_path(&self) -> Option<&CPath> {
+        self.strategy.view().guard_path()
     }
 
     /// The record of the acquisition this handle holds.
@@ -119,11 +162,28 @@ impl Lock {
         self.held.as_ref()
     }
 
+    /// Puts the path back into an error of this lock, for a message:
+    /// `<path>: <error>`.
+    pub fn describe<'a>(&'a self, error: &'a Error) -> Described<'a> {
+        Described { lock: self, error, owner_name: None }
+    }
+
+    /// Runs one operation of the strategy, which must return by `deadline`.
+    fn run<T>(&mut self, deadline: MonoTime, op: impl FnOnce(&mut dyn Strategy, &Context<'_>) -> T) -> T {
+        let Lock { spec, me, sharing, strategy, .. } = self;
+        let cx = Context { me, options: &spec.options, sharing: *sharing, deadline };
+        op(strategy.get(), &cx)
+    }
+
+    fn change_deadline() -> MonoTime {
+        MonoTime::now().saturating_add(CHANGE_PATIENCE)
+    }
+
     /// One attempt: [`Error::Busy`] if someone else holds the lock or it is
-    /// cooling down. A queueing strategy does not keep a place for a caller
-    /// that does not wait.
+    /// cooling down, within [`TRY_PATIENCE`] at the most. A queueing
+    /// strategy does not keep a place for a caller that does not wait.
     pub fn try_acquire(&mut self) -> Result<Acquired, Error> {
-        let result = self.attempt();
+        let result = self.attempt(MonoTime::now().saturating_add(TRY_PATIENCE));
         if result.is_err() {
             self.abandon();
         }
@@ -131,31 +191,29 @@ impl Lock {
     }
 
     /// One attempt that keeps a queueing strategy's place on failure, for
-    /// the attempts of one `acquire`.
-    fn attempt(&mut self) -> Result<Acquired, Error> {
+    /// the attempts of one `acquire`, ending by `deadline`.
+    fn attempt(&mut self, deadline: MonoTime) -> Result<Acquired, Error> {
         self.refresh_identity()?;
         if self.held.is_some() {
             return Err(Error::AlreadyHeld);
         }
         let nonce = Nonce::random()?;
-        let now = WallTime::now();
-        let expires = self.spec.options.ttl.map(|ttl| now.saturating_add(ttl));
-        let cx = Context { me: &self.me, options: &self.spec.options, now };
-        let record = self.strategy.get().try_acquire(&cx, nonce, expires)?;
+        let ttl = self.spec.options.ttl;
+        let record = self.run(deadline, |strategy, cx| strategy.try_acquire(cx, nonce, ttl))?;
         self.held = Some(record);
-        Ok(Acquired { fence: record.fence, expires: record.expires })
+        Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall) })
     }
 
     /// Gives up a queue place kept by failed attempts (best effort: a
     /// request left behind is skipped once its owner is gone).
     fn abandon(&mut self) {
         if self.me.process.pid == sys::getpid() {
-            let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
-            let _ = self.strategy.get().abandon(&cx);
+            let _ = self.run(Lock::change_deadline(), |strategy, cx| strategy.abandon(cx));
         }
     }
 
     /// Waits up to `budget` (`None`: as long as it takes) for the lock.
+    /// Every wait inside, for the lock's guard included, ends by the budget.
     pub fn acquire(&mut self, budget: Option<Duration>) -> Result<Acquired, Error> {
         self.acquire_with(budget, &mut Sleep, None)
     }
@@ -174,7 +232,11 @@ impl Lock {
         // Jitter only needs waiters to differ, not secrecy: the clock and the
         // pid do that without a getrandom call on every acquire.
         let seed = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u64) ^ ((self.me.process.pid as u64) << 32);
-        let result = wait::wait_for(budget, wake, warnings, seed, || self.attempt());
+        let deadline = budget.map(|budget| MonoTime::now().saturating_add(budget));
+        let result = wait::wait_for(deadline, wake, warnings, seed, || {
+            let cap = MonoTime::now().saturating_add(ATTEMPT_PATIENCE);
+            self.attempt(deadline.map_or(cap, |deadline| deadline.min(cap)))
+        });
         if result.is_err() {
             self.abandon();
         }
@@ -192,8 +254,7 @@ impl Lock {
     /// the outcome; on an error it still holds.
     pub fn release(&mut self, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let held = self.held_here()?;
-        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
-        let outcome = self.strategy.get().release(&cx, &held, cooldown)?;
+        let outcome = self.run(Lock::change_deadline(), |strategy, cx| strategy.release(cx, &held, cooldown))?;
         self.held = None;
         Ok(outcome)
     }
@@ -201,14 +262,12 @@ impl Lock {
     /// Moves the expiry to now + `ttl` (`None`: the spec's TTL; without one,
     /// the lock no longer expires).
     pub fn prolong(&mut self, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let held = self.held_here()?;
-        let now = WallTime::now();
-        let expires = ttl.or(self.spec.options.ttl).map(|ttl| now.saturating_add(ttl));
-        let cx = Context { me: &self.me, options: &self.spec.options, now };
-        let outcome = self.strategy.get().prolong(&cx, &held, expires)?;
+        let mut held = self.held_here()?;
+        let ttl = ttl.or(self.spec.options.ttl);
+        let outcome = self.run(Lock::change_deadline(), |strategy, cx| strategy.prolong(cx, &mut held, ttl))?;
         self.held = match outcome {
             ProlongOutcome::Lost => None,
-            ProlongOutcome::Prolonged | ProlongOutcome::Expired => Some(Record { expires, ..held }),
+            ProlongOutcome::Prolonged | ProlongOutcome::Expired => Some(held),
         };
         Ok(outcome)
     }
@@ -218,29 +277,30 @@ impl Lock {
     /// `Lost` the handle holds nothing afterwards.
     pub fn run_while_held(&mut self, action: &mut dyn FnMut() -> Result<(), Error>) -> Result<CommitOutcome, Error> {
         let held = self.held_here()?;
-        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
-        let outcome = self.strategy.get().run_while_held(&cx, &held, action)?;
+        let outcome =
+            self.run(Lock::change_deadline(), |strategy, cx| strategy.run_while_held(cx, &held, action))?;
         if outcome == CommitOutcome::Lost {
             self.held = None;
         }
         Ok(outcome)
     }
 
-    /// The seed-000 commit step: replaces `target` with the finished file
-    /// `temp` by `rename(2)`, only if this handle still holds the lock at that
-    /// moment. On `Expired` or `Lost`, `target` is untouched and `temp` is
-    /// left for the caller. A failed rename is [`Error::Commit`]; a temp
-    /// file or target that is the lock itself or its guard is
+    /// The commit step: replaces `target` with the finished file `temp` by
+    /// `rename(2)`, only if this handle still holds the lock at that moment.
+    /// On `Expired` or `Lost`, `target` is untouched and `temp` is left for
+    /// the caller. A failed rename is [`Error::Commit`]; a temp file or
+    /// target that is the lock itself or its guard is
     /// [`Error::CommitOntoLock`] (renaming over either would destroy the lock).
     pub fn commit_file(&mut self, temp: &CPath, target: &CPath) -> Result<CommitOutcome, Error> {
         let lock = self.path().clone();
-        let guard = crate::guard::guard_path(&lock)?;
+        let guard = self.guard_path().cloned();
         self.run_while_held(&mut || {
             // Judged by inode, not by name (a relative path, a link to a
             // directory), and under the guard, so the lock's files stay put.
             for path in [temp, target] {
                 let Ok(given) = sys::lstat(path) else { continue };
-                if [&lock, &guard].into_iter().any(|own| sys::lstat(own).is_ok_and(|own| own.same_file(&given))) {
+                let own = [Some(&lock), guard.as_ref()];
+                if own.into_iter().flatten().any(|own| sys::lstat(own).is_ok_and(|own| own.same_file(&given))) {
                     return Err(Error::CommitOntoLock);
                 }
             }
@@ -270,8 +330,7 @@ impl Lock {
     /// Reads the lock's state without taking it.
     pub fn inspect(&mut self) -> Result<Inspection, Error> {
         self.refresh_identity()?;
-        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
-        let mut inspection = self.strategy.get().inspect(&cx)?;
+        let mut inspection = self.run(Lock::change_deadline(), |strategy, cx| strategy.inspect(cx))?;
         if let (Some(holder), Some(held)) = (inspection.holder.as_mut(), self.held.as_ref()) {
             holder.this_handle = holder.record.is_some_and(|rec| rec.nonce == held.nonce);
         }
@@ -282,8 +341,7 @@ impl Lock {
     /// holder is gone. `Ok(false)` if it was free.
     pub fn break_lock(&mut self) -> Result<bool, Error> {
         self.refresh_identity()?;
-        let cx = Context { me: &self.me, options: &self.spec.options, now: WallTime::now() };
-        self.strategy.get().break_lock(&cx)
+        self.run(Lock::change_deadline(), |strategy, cx| strategy.break_lock(cx))
     }
 
     /// The held record, if this process (not a parent before `fork()`) took it.
@@ -306,12 +364,59 @@ impl Lock {
         self.me = Owner::current()?;
         Ok(())
     }
+
+    /// The time now, by both clocks of this lock's owner.
+    pub fn now(&self) -> Moment {
+        self.me.now()
+    }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
         if !self.adopted && self.held_here().is_ok() {
             let _ = self.release(Duration::ZERO);
+        }
+    }
+}
+
+/// An error of a lock with the path of the file it is about: what
+/// [`Lock::describe`] returns.
+#[derive(Debug)]
+pub struct Described<'a> {
+    lock: &'a Lock,
+    error: &'a Error,
+    owner_name: Option<&'a str>,
+}
+
+impl<'a> Described<'a> {
+    /// Names the owner of the file the error is about by this user name.
+    pub fn with_owner_name(self, owner_name: Option<&'a str>) -> Described<'a> {
+        Described { owner_name, ..self }
+    }
+}
+
+impl fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lock = self.lock.path();
+        let path: &[u8] = match self.error.file() {
+            Some(FileRole::Guard) => self.lock.guard_path().unwrap_or(lock).as_bytes(),
+            Some(FileRole::Directory) | Some(FileRole::Helper) => lock.parent(),
+            Some(FileRole::Lock) | None => lock.as_bytes(),
+        };
+        match core::str::from_utf8(path) {
+            Ok(text) => f.write_str(text)?,
+            // A path is bytes: show those that are no text as escapes.
+            Err(_) => path.iter().try_for_each(|&b| {
+                if b.is_ascii_graphic() || b == b' ' {
+                    write!(f, "{}", b as char)
+                } else {
+                    write!(f, "\\x{b:02x}")
+                }
+            })?,
+        }
+        match self.error {
+            Error::File(e) => write!(f, ": {}", e.text(self.owner_name)),
+            other => write!(f, ": {other}"),
         }
     }
 }

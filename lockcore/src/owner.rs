@@ -8,10 +8,13 @@
 //! counts as dead: it can no longer touch the resource.
 
 use core::fmt;
+use core::time::Duration;
 
-use crate::clock::WallTime;
+pub use crate::clock::BootId;
+use crate::clock::{Moment, WallTime};
 use crate::error::Error;
 use crate::sys::{self, CPath, Errno};
+use crate::text::{hex_value, parse_u64, FixedText, Words};
 
 /// Longest host name kept (Linux `HOST_NAME_MAX`).
 pub const HOST_CAPACITY: usize = 64;
@@ -68,53 +71,6 @@ impl fmt::Debug for HostName {
     }
 }
 
-/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): a pid and a start
-/// time mean something only within one boot.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct BootId(pub [u8; 16]);
-
-impl BootId {
-    fn current() -> Option<BootId> {
-        let mut text = [0u8; 37];
-        let n = read_proc_file(b"/proc/sys/kernel/random/boot_id", &mut text).ok()?;
-        BootId::parse_uuid(&text[..n])
-    }
-
-    /// Parses the canonical `8-4-4-4-12` hex form, with or without a newline.
-    pub fn parse_uuid(text: &[u8]) -> Option<BootId> {
-        let text = text.strip_suffix(b"\n").unwrap_or(text);
-        let mut out = [0u8; 16];
-        let mut nibbles = 0;
-        for &b in text {
-            if b == b'-' {
-                continue;
-            }
-            let v = hex_value(b)?;
-            if nibbles == 32 {
-                return None;
-            }
-            out[nibbles / 2] |= v << if nibbles % 2 == 0 { 4 } else { 0 };
-            nibbles += 1;
-        }
-        (nibbles == 32).then_some(BootId(out))
-    }
-}
-
-impl fmt::Debug for BootId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
-    }
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// A process on this host: its pid and its start time in clock ticks since
 /// boot (field 22 of `/proc/PID/stat`), which a reused pid does not share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +90,35 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// Now, by both clocks of this owner's boot ([`Moment`]).
+    pub fn now(&self) -> Moment {
+        Moment::now(self.boot)
+    }
+
+    /// Writes the owner as four words, `<host> <boot|-> <pid> <start>`: the
+    /// one form every record of this library names its owner in.
+    pub fn encode_into<const N: usize>(&self, out: &mut FixedText<N>) -> fmt::Result {
+        use fmt::Write;
+        out.push_bytes(self.host.as_bytes())?;
+        match self.boot {
+            Some(boot) => write!(out, " {boot:?}")?,
+            None => out.push_bytes(b" -")?,
+        }
+        write!(out, " {} {}", self.process.pid, self.process.start_ticks)
+    }
+
+    /// Parses the four words [`encode_into`](Self::encode_into) writes.
+    pub fn parse(words: &mut Words<'_>) -> Option<Owner> {
+        let host = HostName::from_bytes(words.next()?)?;
+        let boot = match words.next()? {
+            b"-" => None,
+            hex => Some(BootId::parse(hex)?),
+        };
+        let pid = parse_pid(words.next()?)?;
+        let start_ticks = parse_u64(words.next()?)?;
+        Some(Owner { host, boot, process: ProcessId { pid, start_ticks } })
+    }
+
     /// The calling process.
     pub fn current() -> Result<Owner, Error> {
         let pid = sys::getpid();
@@ -188,10 +173,21 @@ impl Owner {
         }
     }
 
-    /// Liveness of a holder known only by pid (a LockFile::Simple record),
-    /// whose record was written at `written_at`. The pid is alive only if a
-    /// process with it exists *and* started before the record was written;
-    /// one that started later is a reuse of the pid.
+    /// Liveness of a holder known only by pid (a LockFile::Simple or
+    /// liblockfile stamp), whose file was last written at `written_at`. The
+    /// pid is alive if a process has it, unless that process provably
+    /// started after the file was written: then it is a reuse of the pid.
+    ///
+    /// "Provably" is where the clocks come in. The file's time is wall-clock
+    /// time, stamped by whichever clock wrote it; the process's start is
+    /// known on the boot clock and turned into wall-clock time with *our*
+    /// wall clock. A wall clock stepped since the write, or one that differs
+    /// from the writer's, moves the two apart by the step or the skew, so a
+    /// start counts as later only when it is later by more than
+    /// [`FOREIGN_CLOCK_TOLERANCE`]: a live holder is never taken for a reuse
+    /// by a skew or step smaller than that. The price is that a pid reused
+    /// within that time after a foreign holder died keeps its lock until
+    /// the TTL.
     pub fn judge_foreign(&self, pid: i32, host: Option<&HostName>, written_at: WallTime) -> Liveness {
         if host.is_some_and(|h| *h != self.host) || pid <= 0 || self.process.start_ticks == 0 {
             return Liveness::Unknown;
@@ -201,15 +197,22 @@ impl Owner {
             Observed::Gone => return Liveness::Dead,
             Observed::Hidden => return Liveness::Unknown,
         };
-        // Ticks are coarse (10 ms) and the two clocks are read apart; one
-        // second of slack keeps a live writer from being declared a reuse.
         let started_at = process_start_wall_time(start_ticks);
-        if started_at > written_at.saturating_add(core::time::Duration::from_secs(1)) {
+        if started_at > written_at.saturating_add(FOREIGN_CLOCK_TOLERANCE) {
             Liveness::Dead
         } else {
             Liveness::Alive
         }
     }
+}
+
+/// How far a foreign stamp's file time and a process's start time may be
+/// apart, by clock steps and skew, before the process is judged to have
+/// started after the stamp was written ([`Owner::judge_foreign`]).
+pub const FOREIGN_CLOCK_TOLERANCE: Duration = Duration::from_secs(2 * 3600);
+
+fn parse_pid(text: &[u8]) -> Option<i32> {
+    parse_u64(text).and_then(|v| i32::try_from(v).ok()).filter(|&pid| pid > 0)
 }
 
 /// The verdict on a lock holder.
@@ -481,17 +484,40 @@ mod tests {
     }
 
     #[test]
+    fn owners_round_trip_as_four_words() {
+        let me = Owner::current().unwrap();
+        let mut text = FixedText::<200>::new();
+        me.encode_into(&mut text).unwrap();
+        let mut words = Words::new(text.as_bytes());
+        assert_eq!(Owner::parse(&mut words), Some(me));
+        assert!(words.is_done());
+        let no_boot = Owner { boot: None, ..me };
+        let mut text = FixedText::<200>::new();
+        no_boot.encode_into(&mut text).unwrap();
+        assert_eq!(Owner::parse(&mut Words::new(text.as_bytes())), Some(no_boot));
+        for bad in [&b"h - 0 1"[..], b"h - -5 1", b"h xyz 5 1", b"h - 5", b"a:b - 5 1", b" - 5 1"] {
+            assert_eq!(Owner::parse(&mut Words::new(bad)), None, "{:?}", core::str::from_utf8(bad));
+        }
+    }
+
+    /// A live holder whose stamp is an hour older than its start looks
+    /// (through a wall clock an hour ahead, or a file stamped by a clock an
+    /// hour behind) is still alive.
+    #[test]
+    fn an_hour_of_skew_does_not_make_a_live_foreign_holder_a_reuse() {
+        let me = Owner::current().unwrap();
+        let hour = Duration::from_secs(3600);
+        let stamped_an_hour_early = WallTime::from_unix_nanos(WallTime::now().unix_nanos() - 3600 * 1_000_000_000);
+        assert_eq!(me.judge_foreign(me.process.pid, None, stamped_an_hour_early), Liveness::Alive);
+        let long_before_it_started = WallTime::from_unix_nanos(1_000_000_000);
+        assert_eq!(me.judge_foreign(me.process.pid, None, long_before_it_started), Liveness::Dead);
+        assert!(FOREIGN_CLOCK_TOLERANCE > hour);
+    }
+
+    #[test]
     fn nonce_hex_round_trips() {
         let n = Nonce::random().unwrap();
         assert_eq!(Nonce::parse_hex(&n.hex()), Some(n));
         assert_eq!(Nonce::parse_hex(b"xyz"), None);
-    }
-
-    #[test]
-    fn boot_id_parses_the_kernel_form() {
-        let id = BootId::parse_uuid(b"0f8fd5a4-5b62-4a3a-9d5b-2a3c4e5f6a7b\n").unwrap();
-        assert_eq!(id.0[0], 0x0f);
-        assert_eq!(id.0[15], 0x7b);
-        assert!(BootId::parse_uuid(b"0f8fd5a4").is_none());
     }
 }

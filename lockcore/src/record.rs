@@ -1,33 +1,44 @@
-//! The owner record every file-system strategy writes, and its parser.
+//! The owner record: one acquisition, in the one text form every strategy
+//! stores it in, and what the lock files of peers (LockFile::Simple,
+//! liblockfile, a shell script) say when this library reads them.
+//!
+//! A record is one line of words:
 //!
 //! ```text
-//! 4242                      <- exactly what LockFile::Simple writes ("PID" or, nfs=1, "PID:HOST")
-//! lockcore 1                <- format marker and version
-//! host build-7
-//! boot 0f8fd5a45b624a3a9d5b2a3c4e5f6a7b
-//! pid 4242
-//! start 918273
-//! nonce 6c1f...32 hex digits
-//! fence 17
-//! expires 1795000000000000000   (Unix nanoseconds, or "never")
+//! lockcore 2 <host> <boot|-> <pid> <start> <nonce> <fence> <since> <expiry>
+//! lockcore 2 build-7 0f8f...6a7b 4242 918273 6c1f...32 17 1795000000000000000 never
 //! ```
 //!
-//! The first line lets a Perl CGI script using LockFile::Simple and a C
-//! program using this library see each other's locks (Perl reads only that
-//! line). A record is written whole, into a temporary file first, so a reader
-//! sees all of it or none of it. Parsing is strict and bounded: anything this
-//! library did not write is either a recognisable LockFile::Simple stamp or
-//! [`CorruptKind::Record`].
+//! `lockcore 2` is the marker: a file or link without it is not ours and is
+//! never rewritten or removed as if it were. The owner is the four words of
+//! [`Owner::encode_into`]; `since` is when the lock was taken (Unix
+//! nanoseconds); the expiry is `never` or a [`Moment`] in three words,
+//! `<wall ns> <boot id|-> <boot ns|->`, judged by the boot clock on the boot
+//! that wrote it ([`crate::clock`]).
+//!
+//! `lockfile` and `mkdir` store it as a *lock file*: a first line exactly
+//! as LockFile::Simple writes it (`PID`, or `PID:HOST` for NFS), so that a
+//! Perl CGI script sees our lock and its holder, then the record line.
+//! `symlink` stores the line as the link's target, `lease` inside its lease
+//! line. Parsing is strict and bounded, and a record that does not parse
+//! but carries the marker is [`CorruptKind::Record`].
 
 use core::fmt::Write;
 
-use crate::clock::WallTime;
+use crate::clock::{BootId, BootTime, Moment, WallTime};
 use crate::error::CorruptKind;
-use crate::owner::{BootId, HostName, Nonce, Owner, ProcessId};
-use crate::text::{parse_i64, parse_u64, FixedText};
+use crate::owner::{HostName, Nonce, Owner};
+use crate::text::{parse_i64, parse_u64, FixedText, Words};
 
-/// No record of ours is longer; a longer file is not ours.
+/// No lock file of ours is longer; a longer file is not a record of ours.
 pub const RECORD_CAPACITY: usize = 512;
+
+/// Longest record line (`lockcore 2 ...`): with a 64-byte host and every
+/// number at its widest it is about 300 bytes.
+pub const RECORD_LINE_CAPACITY: usize = 360;
+
+/// The words every record line starts with.
+pub const MARKER: &[u8] = b"lockcore 2 ";
 
 /// One acquisition as written on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,11 +46,13 @@ pub struct Record {
     pub owner: Owner,
     pub nonce: Nonce,
     pub fence: u64,
+    /// When the lock was taken.
+    pub since: WallTime,
     /// `None`: no TTL, the lock never expires by age.
-    pub expires: Option<WallTime>,
+    pub expires: Option<Moment>,
 }
 
-/// How the first line names the owner.
+/// How a lock file's first line names the owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stamp {
     /// `PID`
@@ -49,89 +62,141 @@ pub enum Stamp {
 }
 
 impl Record {
-    pub fn encode(&self, stamp: Stamp) -> FixedText<RECORD_CAPACITY> {
+    /// The record line, without a newline.
+    pub fn encode_line(&self) -> FixedText<RECORD_LINE_CAPACITY> {
         let mut out = FixedText::new();
         // Every field is bounded (64-byte host, fixed-width numbers), so the
-        // record always fits; a failure here would be a bug caught by tests.
-        let _ = self.write_to(&mut out, stamp);
+        // line always fits; the tests check the longest one.
+        let _ = self.write_line(&mut out);
         out
     }
 
-    fn write_to(&self, out: &mut FixedText<RECORD_CAPACITY>, stamp: Stamp) -> core::fmt::Result {
-        let pid = self.owner.process.pid;
-        write!(out, "{pid}")?;
-        if stamp == Stamp::PidHost {
-            out.push_bytes(b":")?;
-            out.push_bytes(self.owner.host.as_bytes())?;
-        }
-        out.push_bytes(b"\nlockcore 1\nhost ")?;
-        out.push_bytes(self.owner.host.as_bytes())?;
-        out.push_bytes(b"\nboot ")?;
-        match self.owner.boot {
-            Some(boot) => write!(out, "{boot:?}")?,
-            None => out.push_bytes(b"-")?,
-        }
-        write!(out, "\npid {pid}\nstart {}\nnonce ", self.owner.process.start_ticks)?;
+    fn write_line(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
+        out.push_bytes(MARKER)?;
+        self.owner.encode_into(out)?;
+        out.push_bytes(b" ")?;
         out.push_bytes(&self.nonce.hex())?;
-        write!(out, "\nfence {}\nexpires ", self.fence)?;
-        match self.expires {
-            Some(at) => writeln!(out, "{}", at.unix_nanos()),
-            None => out.push_bytes(b"never\n"),
+        write!(out, " {} {} ", self.fence, self.since.unix_nanos())?;
+        write_moment(out, self.expires, b"never")
+    }
+
+    /// Parses a record line. `None` when it does not start with the marker
+    /// (not ours); `Some(Err)` when it does but does not parse.
+    pub fn parse_line(line: &[u8]) -> Option<Result<Record, CorruptKind>> {
+        let rest = line.strip_prefix(MARKER)?;
+        Some(parse_fields(&mut Words::new(rest)).ok_or(CorruptKind::Record))
+    }
+
+    /// The lock file of `lockfile` and `mkdir`: the peers' stamp line, then
+    /// the record line.
+    pub fn encode_lock_file(&self, stamp: Stamp) -> FixedText<RECORD_CAPACITY> {
+        let mut out = FixedText::new();
+        let _ = write!(out, "{}", self.owner.process.pid);
+        if stamp == Stamp::PidHost {
+            let _ = out.push_bytes(b":");
+            let _ = out.push_bytes(self.owner.host.as_bytes());
         }
+        let _ = out.push_bytes(b"\n");
+        let _ = out.push_bytes(self.encode_line().as_bytes());
+        let _ = out.push_bytes(b"\n");
+        out
     }
 }
 
-/// What a lock file turned out to hold.
+fn parse_fields(words: &mut Words<'_>) -> Option<Record> {
+    let owner = Owner::parse(words)?;
+    let nonce = Nonce::parse_hex(words.next()?)?;
+    let fence = parse_u64(words.next()?)?;
+    let since = WallTime::from_unix_nanos(parse_i64(words.next()?)?);
+    let expires = parse_moment(words, b"never")?;
+    words.is_done().then_some(Record { owner, nonce, fence, since, expires })
+}
+
+/// Writes an optional [`Moment`] as `none` or `<wall ns> <boot id|-> <boot ns|->`.
+pub fn write_moment<const N: usize>(out: &mut FixedText<N>, moment: Option<Moment>, none: &[u8]) -> core::fmt::Result {
+    let Some(moment) = moment else { return out.push_bytes(none) };
+    write!(out, "{}", moment.wall.unix_nanos())?;
+    match moment.boot {
+        Some((id, at)) => write!(out, " {id:?} {}", at.nanos()),
+        None => out.push_bytes(b" - -"),
+    }
+}
+
+/// Parses what [`write_moment`] writes. `Some(None)` for the `none` word.
+pub fn parse_moment(words: &mut Words<'_>, none: &[u8]) -> Option<Option<Moment>> {
+    let first = words.next()?;
+    if first == none {
+        return Some(None);
+    }
+    let wall = WallTime::from_unix_nanos(parse_i64(first)?);
+    let boot = match (words.next()?, words.next()?) {
+        (b"-", b"-") => None,
+        (id, at) => Some((BootId::parse(id)?, BootTime::from_nanos(parse_i64(at)?))),
+    };
+    Some(Some(Moment { wall, boot }))
+}
+
+/// What a lock file (of `lockfile`, or the record inside a `mkdir` lock)
+/// turned out to hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Parsed {
+pub enum LockFileContent {
     /// A record of this library.
     Ours(Record),
-    /// A LockFile::Simple stamp: a pid and, with NFS, a host.
-    Foreign { pid: i32, host: Option<HostName> },
+    /// A LockFile::Simple stamp, or liblockfile's with a pid (`dotlockfile
+    /// -p`): a pid and, with NFS, a host.
+    Stamp { pid: i32, host: Option<HostName> },
+    /// liblockfile's lock without a pid (`0`, from `dotlockfile` without
+    /// `-p` and from `maillock`): valid, by liblockfile's rule, until five
+    /// minutes after it was last touched.
+    PidLess,
     /// Nothing yet: a LockFile::Simple writer between its create and its write.
     Empty,
 }
 
-/// Parses the bytes of a lock file. `bytes` must be the whole file; callers
-/// read at most `RECORD_CAPACITY + 1` bytes and report a longer file as
-/// [`CorruptKind::RecordTooLong`] before calling this.
-pub fn parse(bytes: &[u8]) -> Result<Parsed, CorruptKind> {
+/// Why a lock file's bytes are no lock this library understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unrecognised {
+    /// No format this library or a peer writes: a data file, say.
+    NotALock,
+    /// This library's marker, but damaged.
+    Corrupt(CorruptKind),
+}
+
+/// Parses the bytes of a lock file. `bytes` is what was read of it, at
+/// most `RECORD_CAPACITY + 1` bytes; a file that fills that is longer than
+/// any of ours.
+pub fn parse_lock_file(bytes: &[u8]) -> Result<LockFileContent, Unrecognised> {
     if bytes.is_empty() {
-        return Ok(Parsed::Empty);
+        return Ok(LockFileContent::Empty);
     }
-    let mut lines = Lines(bytes);
-    let first = lines.next().ok_or(CorruptKind::Record)?;
-    let (stamp_pid, stamp_host) = parse_stamp(first).ok_or(CorruptKind::Record)?;
-    if lines.is_done() {
-        return Ok(Parsed::Foreign { pid: stamp_pid, host: stamp_host });
+    let first_nl = bytes.iter().position(|&b| b == b'\n').ok_or(Unrecognised::NotALock)?;
+    let (stamp, rest) = (&bytes[..first_nl], &bytes[first_nl + 1..]);
+    if rest.is_empty() {
+        if bytes.len() > RECORD_CAPACITY {
+            return Err(Unrecognised::NotALock);
+        }
+        return match stamp {
+            b"0" => Ok(LockFileContent::PidLess),
+            _ => parse_stamp(stamp)
+                .map(|(pid, host)| LockFileContent::Stamp { pid, host })
+                .ok_or(Unrecognised::NotALock),
+        };
     }
-    let corrupt = CorruptKind::Record;
-    if lines.next() != Some(b"lockcore 1") {
+    if !rest.starts_with(MARKER) || parse_stamp(stamp).is_none() {
+        return Err(Unrecognised::NotALock);
+    }
+    if bytes.len() > RECORD_CAPACITY {
+        return Err(Unrecognised::Corrupt(CorruptKind::RecordTooLong));
+    }
+    let corrupt = Unrecognised::Corrupt(CorruptKind::Record);
+    let line = rest.strip_suffix(b"\n").filter(|line| !line.contains(&b'\n')).ok_or(corrupt)?;
+    let record = Record::parse_line(line).ok_or(corrupt)?.map_err(Unrecognised::Corrupt)?;
+    // The peers' line and ours must tell one story.
+    let (pid, host) = parse_stamp(stamp).ok_or(corrupt)?;
+    if pid != record.owner.process.pid || host.is_some_and(|h| h != record.owner.host) {
         return Err(corrupt);
     }
-    let host = HostName::from_bytes(lines.field(b"host ")?).ok_or(corrupt)?;
-    let boot = match lines.field(b"boot ")? {
-        b"-" => None,
-        hex => Some(BootId::parse_uuid(hex).ok_or(corrupt)?),
-    };
-    let pid = parse_pid(lines.field(b"pid ")?).ok_or(corrupt)?;
-    let start_ticks = parse_u64(lines.field(b"start ")?).ok_or(corrupt)?;
-    let nonce = Nonce::parse_hex(lines.field(b"nonce ")?).ok_or(corrupt)?;
-    let fence = parse_u64(lines.field(b"fence ")?).ok_or(corrupt)?;
-    let expires = match lines.field(b"expires ")? {
-        b"never" => None,
-        ns => Some(WallTime::from_unix_nanos(parse_i64(ns).ok_or(corrupt)?)),
-    };
-    // The Perl line and our fields must tell one story, and nothing may follow.
-    if !lines.is_done() || pid != stamp_pid || stamp_host.is_some_and(|h| h != host) {
-        return Err(corrupt);
-    }
-    Ok(Parsed::Ours(Record {
-        owner: Owner { host, boot, process: ProcessId { pid, start_ticks } },
-        nonce,
-        fence,
-        expires,
-    }))
+    Ok(LockFileContent::Ours(record))
 }
 
 fn parse_stamp(line: &[u8]) -> Option<(i32, Option<HostName>)> {
@@ -145,36 +210,22 @@ fn parse_pid(text: &[u8]) -> Option<i32> {
     parse_u64(text).and_then(|v| i32::try_from(v).ok()).filter(|&pid| pid > 0)
 }
 
-/// Newline-terminated lines; a missing final newline is corruption.
-struct Lines<'a>(&'a [u8]);
-
-impl<'a> Lines<'a> {
-    fn next(&mut self) -> Option<&'a [u8]> {
-        let nl = self.0.iter().position(|&b| b == b'\n')?;
-        let line = &self.0[..nl];
-        self.0 = &self.0[nl + 1..];
-        Some(line)
-    }
-
-    fn field(&mut self, name: &[u8]) -> Result<&'a [u8], CorruptKind> {
-        self.next().and_then(|line| line.strip_prefix(name)).ok_or(CorruptKind::Record)
-    }
-
-    fn is_done(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::BootTime;
 
     fn sample() -> Record {
+        let owner = Owner::current().unwrap();
         Record {
-            owner: Owner::current().unwrap(),
+            owner,
             nonce: Nonce(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
             fence: 17,
-            expires: Some(WallTime::from_unix_nanos(1_795_000_000_123_456_789)),
+            since: WallTime::from_unix_nanos(1_794_999_000_000_000_000),
+            expires: Some(Moment {
+                wall: WallTime::from_unix_nanos(1_795_000_000_123_456_789),
+                boot: owner.boot.map(|id| (id, BootTime::from_nanos(123_456))),
+            }),
         }
     }
 
@@ -182,72 +233,93 @@ mod tests {
     fn records_round_trip_in_both_stamps() {
         for stamp in [Stamp::Pid, Stamp::PidHost] {
             let rec = sample();
-            let text = rec.encode(stamp);
-            assert_eq!(parse(text.as_bytes()), Ok(Parsed::Ours(rec)));
+            assert_eq!(parse_lock_file(rec.encode_lock_file(stamp).as_bytes()), Ok(LockFileContent::Ours(rec)));
         }
         let never = Record { expires: None, ..sample() };
-        assert_eq!(parse(never.encode(Stamp::Pid).as_bytes()), Ok(Parsed::Ours(never)));
+        assert_eq!(parse_lock_file(never.encode_lock_file(Stamp::Pid).as_bytes()), Ok(LockFileContent::Ours(never)));
+        let line = never.encode_line();
+        assert_eq!(Record::parse_line(line.as_bytes()), Some(Ok(never)));
+    }
+
+    #[test]
+    fn the_widest_record_fits() {
+        let mut rec = sample();
+        rec.owner.host = HostName::from_bytes(&[b'h'; 64]).unwrap();
+        rec.owner.process.pid = i32::MAX;
+        rec.owner.process.start_ticks = u64::MAX;
+        rec.owner.boot = Some(BootId([0xff; 16]));
+        rec.fence = u64::MAX;
+        rec.since = WallTime::from_unix_nanos(i64::MIN);
+        rec.expires = Some(Moment {
+            wall: WallTime::from_unix_nanos(i64::MIN),
+            boot: Some((BootId([0xff; 16]), BootTime::from_nanos(i64::MIN))),
+        });
+        let text = rec.encode_lock_file(Stamp::PidHost);
+        assert_eq!(parse_lock_file(text.as_bytes()), Ok(LockFileContent::Ours(rec)));
+        assert!(text.as_bytes().len() < RECORD_CAPACITY);
     }
 
     #[test]
     fn first_line_is_what_lockfile_simple_writes() {
         let rec = sample();
         let pid = rec.owner.process.pid;
-        let text = rec.encode(Stamp::Pid);
+        let text = rec.encode_lock_file(Stamp::Pid);
         let first = text.as_bytes().split(|&b| b == b'\n').next().unwrap();
-        let mut expected = FixedText::<16>::new();
-        write!(expected, "{pid}").unwrap();
-        assert_eq!(first, expected.as_bytes());
-
-        let text = rec.encode(Stamp::PidHost);
+        assert_eq!(first, std::format!("{pid}").as_bytes());
+        let text = rec.encode_lock_file(Stamp::PidHost);
         let first = text.as_bytes().split(|&b| b == b'\n').next().unwrap();
-        assert!(first.ends_with(rec.owner.host.as_bytes()));
-        assert_eq!(first[expected.as_bytes().len()], b':');
+        assert_eq!(first, std::format!("{pid}:{}", core::str::from_utf8(rec.owner.host.as_bytes()).unwrap()).as_bytes());
     }
 
     #[test]
-    fn lockfile_simple_stamps_are_foreign_records() {
-        assert_eq!(parse(b"4242\n"), Ok(Parsed::Foreign { pid: 4242, host: None }));
-        assert_eq!(parse(b"4242:web-1\n"), Ok(Parsed::Foreign { pid: 4242, host: HostName::from_bytes(b"web-1") }));
-        assert_eq!(parse(b""), Ok(Parsed::Empty));
+    fn peers_stamps_are_foreign_locks() {
+        assert_eq!(parse_lock_file(b"4242\n"), Ok(LockFileContent::Stamp { pid: 4242, host: None }));
+        assert_eq!(
+            parse_lock_file(b"4242:web-1\n"),
+            Ok(LockFileContent::Stamp { pid: 4242, host: HostName::from_bytes(b"web-1") })
+        );
+        assert_eq!(parse_lock_file(b"0\n"), Ok(LockFileContent::PidLess), "dotlockfile without -p");
+        assert_eq!(parse_lock_file(b""), Ok(LockFileContent::Empty));
     }
 
     #[test]
-    fn damaged_records_are_corrupt_never_misread() {
+    fn files_without_our_marker_are_not_locks_and_damaged_ones_are_corrupt() {
         let rec = sample();
-        let text = rec.encode(Stamp::Pid);
+        let text = rec.encode_lock_file(Stamp::Pid);
         let bytes = text.as_bytes();
-        // Every truncation of a valid record is refused, except the one that
-        // leaves a complete LockFile::Simple stamp, which is a valid foreign record.
+        let first_line_len = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+        // Every cut of a valid record is refused, except the one that leaves
+        // a complete stamp, which is a valid foreign lock; and none of them
+        // is mistaken for a data file once the marker is in.
         for cut in 1..bytes.len() {
-            let verdict = parse(&bytes[..cut]);
-            let first_line_len = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+            let verdict = parse_lock_file(&bytes[..cut]);
             if cut == first_line_len {
-                assert!(matches!(verdict, Ok(Parsed::Foreign { .. })), "cut at {cut}");
+                assert!(matches!(verdict, Ok(LockFileContent::Stamp { .. })), "cut at {cut}");
+            } else if cut >= first_line_len + MARKER.len() {
+                assert_eq!(verdict, Err(Unrecognised::Corrupt(CorruptKind::Record)), "cut at {cut}");
             } else {
-                assert_eq!(verdict, Err(CorruptKind::Record), "cut at {cut}");
+                assert_eq!(verdict, Err(Unrecognised::NotALock), "cut at {cut}");
             }
         }
-        assert_eq!(parse(b"garbage\n"), Err(CorruptKind::Record));
-        assert_eq!(parse(b"0\n"), Err(CorruptKind::Record));
-        assert_eq!(parse(b"-5\n"), Err(CorruptKind::Record));
-        assert_eq!(parse(b"99999999999\n"), Err(CorruptKind::Record));
-        assert_eq!(parse(b"\xff\xfe\n"), Err(CorruptKind::Record));
-        let mut extra = FixedText::<600>::new();
-        extra.push_bytes(bytes).unwrap();
-        extra.push_bytes(b"more\n").unwrap();
-        assert_eq!(parse(extra.as_bytes()), Err(CorruptKind::Record));
+        for data in [&b"garbage\n"[..], b"-5\n", b"99999999999\n", b"\xff\xfe\n", b"42", b"hello world\n4242\n"] {
+            assert_eq!(parse_lock_file(data), Err(Unrecognised::NotALock), "{data:?}");
+        }
+        let mut extra = std::vec::Vec::from(bytes);
+        extra.extend_from_slice(b"more\n");
+        assert_eq!(parse_lock_file(&extra), Err(Unrecognised::Corrupt(CorruptKind::Record)));
+        let mut long = std::vec::Vec::from(bytes);
+        long.resize(RECORD_CAPACITY + 1, b'x');
+        assert_eq!(parse_lock_file(&long), Err(Unrecognised::Corrupt(CorruptKind::RecordTooLong)));
+        assert_eq!(parse_lock_file(&[b'7'; RECORD_CAPACITY + 1]), Err(Unrecognised::NotALock));
     }
 
     #[test]
     fn pid_line_must_agree_with_the_record() {
         let rec = sample();
-        let text = rec.encode(Stamp::Pid);
-        let bytes = text.as_bytes();
-        let nl = bytes.iter().position(|&b| b == b'\n').unwrap();
-        let mut forged = FixedText::<600>::new();
-        forged.push_bytes(b"1\n").unwrap();
-        forged.push_bytes(&bytes[nl + 1..]).unwrap();
-        assert_eq!(parse(forged.as_bytes()), Err(CorruptKind::Record));
+        let line = rec.encode_line();
+        let mut forged = std::vec::Vec::from(&b"1\n"[..]);
+        forged.extend_from_slice(line.as_bytes());
+        forged.push(b'\n');
+        assert_eq!(parse_lock_file(&forged), Err(Unrecognised::Corrupt(CorruptKind::Record)));
     }
 }

@@ -65,9 +65,7 @@ impl Scheme {
 
     fn accepts(self, key: Key) -> bool {
         match key {
-            Key::Ttl | Key::Stale | Key::Warn | Key::Wmin | Key::Wafter => true,
-            // A symlink's permission bits are ignored by every system call.
-            Key::Mode => self != Scheme::Symlink,
+            Key::Ttl | Key::Stale | Key::Mode | Key::Warn | Key::Wmin | Key::Wafter => true,
             Key::Format | Key::Ext | Key::Nfs => self == Scheme::Lockfile,
             Key::Signal => self == Scheme::Lease,
         }
@@ -116,9 +114,12 @@ pub struct Options {
     pub stale: StaleCheck,
     /// `nfs=1`: write `PID:HOST` as LockFile::Simple does for NFS.
     pub nfs: bool,
-    /// Permission bits of what the lock creates; `None` keeps the strategy's default.
-    pub mode: Option<u32>,
-    /// `format`: LockFile::Simple's lock path template (`%f %D %F %p %%`).
+    /// Who may take the lock, as permission bits: `0600` (the default) its
+    /// owner, `0660` the owner's group, `0666` everyone. The files the lock
+    /// creates get exactly these bits, and the files it finds are trusted
+    /// only if nobody else could have written them ([`crate::trust`]).
+    pub mode: u32,
+    /// `format`: LockFile::Simple's lock path template (`%f %D %F %%`).
     pub format: Option<ShortText>,
     /// `ext`: suffix added to the target to name the lock file (default `.lock`).
     pub ext: Option<ShortText>,
@@ -139,7 +140,7 @@ impl Default for Options {
             ttl: None,
             stale: StaleCheck::DeadOwner,
             nfs: false,
-            mode: None,
+            mode: crate::trust::DEFAULT_MODE,
             format: None,
             ext: None,
             warn: true,
@@ -301,10 +302,7 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
             }
             Key::Nfs => options.nfs = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
             Key::Warn => options.warn = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
-            Key::Mode => {
-                options.mode =
-                    Some(parse_mode(v).ok_or_else(|| bad_value(name, "expected octal permission bits such as 0644"))?)
-            }
+            Key::Mode => options.mode = parse_mode(v).map_err(|reason| bad_value(name, reason))?,
             Key::Wmin => options.wmin = parse_duration(v).map_err(|reason| bad_value(name, reason))?,
             Key::Wafter => {
                 let every = parse_duration(v).map_err(|reason| bad_value(name, reason))?;
@@ -328,12 +326,21 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
                 if v.contains(&b'/') {
                     return Err(bad_value(name, "must not contain '/'"));
                 }
+                if v.is_empty() {
+                    return Err(bad_value(name, "must not be empty: the protected file would be its own lock file"));
+                }
                 options.ext = Some(value);
             }
         }
     }
     if options.format.is_some() && options.ext.is_some() {
         return Err(bad_value(b"ext", "cannot be combined with format; format names the whole path"));
+    }
+    if options.signal.is_some() && options.mode & 0o077 != 0 {
+        return Err(bad_value(
+            b"signal",
+            "needs a private lock (mode=0600): a lease file others may write could name any process to be signalled",
+        ));
     }
     Ok(())
 }
@@ -345,7 +352,7 @@ fn unknown_key_reason(scheme: Scheme) -> &'static str {
         }
         Scheme::Mkdir => "unknown option; mkdir takes ttl, hold, stale, mode, warn, wmin, wafter",
         Scheme::Flock => "unknown option; flock takes ttl, hold, stale, mode, warn, wmin, wafter",
-        Scheme::Symlink => "unknown option; symlink takes ttl, hold, stale, warn, wmin, wafter",
+        Scheme::Symlink => "unknown option; symlink takes ttl, hold, stale, mode, warn, wmin, wafter",
         Scheme::Lease => "unknown option; lease takes ttl, hold, stale, mode, signal, warn, wmin, wafter",
         Scheme::Toplock => "unknown option; toplock takes ttl, hold, stale, mode, warn, wmin, wafter",
     }
@@ -432,22 +439,26 @@ fn parse_bool(v: &[u8]) -> Option<bool> {
     }
 }
 
-fn parse_mode(v: &[u8]) -> Option<u32> {
-    if v.is_empty() || v.len() > 5 {
-        return None;
+/// Permission bits in octal (`0660`, `660`): no setuid, setgid or sticky
+/// bit, and the owner must be able to read and write what it creates.
+fn parse_mode(v: &[u8]) -> Result<u32, &'static str> {
+    const OCTAL: &str = "expected octal permission bits such as 0600, 0660 or 0666";
+    if v.is_empty() || v.len() > 4 || !v.iter().all(|b| (b'0'..=b'7').contains(b)) {
+        return Err(OCTAL);
     }
-    let mut mode = 0u32;
-    for &b in v {
-        if !(b'0'..=b'7').contains(&b) {
-            return None;
-        }
-        mode = mode * 8 + u32::from(b - b'0');
+    let mode = v.iter().fold(0u32, |mode, &b| mode * 8 + u32::from(b - b'0'));
+    if mode > 0o777 {
+        return Err("takes permission bits only: no setuid, setgid or sticky bit");
     }
-    (mode <= 0o7777).then_some(mode)
+    if mode & 0o600 != 0o600 {
+        return Err("must let the owner read and write the lock's files (0600 at least)");
+    }
+    Ok(mode)
 }
 
 /// LockFile::Simple's macros: `%f` path, `%D` directory, `%F` base name,
-/// `%p` pid, `%%` a percent sign.
+/// `%%` a percent sign. Its `%p` (the pid) is refused: it gives every
+/// process a lock file of its own, so nobody excludes anybody.
 fn validate_format(v: &[u8]) -> Result<(), &'static str> {
     if v.is_empty() {
         return Err("must not be empty");
@@ -456,8 +467,9 @@ fn validate_format(v: &[u8]) -> Result<(), &'static str> {
     while i < v.len() {
         if v[i] == b'%' {
             match v.get(i + 1) {
-                Some(b'f' | b'D' | b'F' | b'p' | b'%') => i += 2,
-                _ => return Err("knows only the macros %f, %D, %F, %p and %%"),
+                Some(b'f' | b'D' | b'F' | b'%') => i += 2,
+                Some(b'p') => return Err("must not use %p: every process would get a lock file of its own"),
+                _ => return Err("knows only the macros %f, %D, %F and %%"),
             }
         } else {
             i += 1;
@@ -483,6 +495,9 @@ mod tests {
         assert!(spec.options.nfs);
         assert_eq!(spec.options.ttl, Some(Duration::from_secs(600)));
         assert_eq!(spec.options.stale, StaleCheck::DeadOwner);
+        assert_eq!(spec.options.mode, 0o600, "private unless the spec shares it");
+        assert_eq!(Spec::parse(b"mkdir:/x?mode=0660").unwrap().options.mode, 0o660);
+        assert_eq!(Spec::parse(b"symlink:/x?mode=666").unwrap().options.mode, 0o666);
     }
 
     #[test]
@@ -527,8 +542,16 @@ mod tests {
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"format"[..]));
         let e = err("lockfile:/x?format=%25f&ext=.l");
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"ext"[..]));
-        let e = err("lockfile:/x?mode=999");
-        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"mode"[..]));
+        for mode in ["999", "4600", "1777", "0400", "0200", "07", "x"] {
+            let e = err(&std::format!("lockfile:/x?mode={mode}"));
+            assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"mode"[..]), "mode={mode}");
+        }
+        let e = err("lockfile:/x?ext=");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"ext"[..]));
+        let e = err("lockfile:/x?format=/var/run/%25F.%25p");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"format"[..]));
+        let e = err("lease:/x?signal=KILL&mode=0660");
+        assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"signal"[..]));
         let e = err("lockfile:/x?stale=maybe");
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"stale"[..]));
         let e = err("lockfile:/x?wafter=0");

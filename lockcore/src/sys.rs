@@ -28,6 +28,9 @@ impl Errno {
     pub const ENOTEMPTY: Errno = Errno(libc::ENOTEMPTY);
     pub const ENAMETOOLONG: Errno = Errno(libc::ENAMETOOLONG);
     pub const EROFS: Errno = Errno(libc::EROFS);
+    pub const EINVAL: Errno = Errno(libc::EINVAL);
+    pub const ENOSYS: Errno = Errno(libc::ENOSYS);
+    pub const EAGAIN: Errno = Errno(libc::EAGAIN);
 
     /// The calling thread's current `errno`.
     pub fn last() -> Errno {
@@ -263,6 +266,8 @@ pub struct FileStat {
     pub dev: u64,
     pub ino: u64,
     pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
     pub nlink: u64,
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch.
@@ -275,6 +280,8 @@ impl FileStat {
             dev: st.st_dev,
             ino: st.st_ino,
             mode: st.st_mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
             nlink: st.st_nlink,
             size: st.st_size as u64,
             mtime_ns: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec),
@@ -291,6 +298,11 @@ impl FileStat {
 
     pub fn is_symlink(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFLNK
+    }
+
+    /// The permission bits, setuid, setgid and sticky included.
+    pub fn permissions(&self) -> u32 {
+        self.mode & 0o7777
     }
 
     pub fn same_file(&self, other: &FileStat) -> bool {
@@ -340,6 +352,55 @@ pub fn unlinkat(dir: &Fd, name: &CStr) -> SysResult<()> {
     retry(|| cvt(unsafe { libc::unlinkat(dir.0, name.as_ptr(), 0) })).map(drop)
 }
 
+/// `fchmod(2)`: sets exactly `mode` on a file we hold open, whatever the
+/// umask made of the mode it was created with.
+pub fn fchmod(fd: &Fd, mode: u32) -> SysResult<()> {
+    // SAFETY: plain call on a descriptor we own.
+    retry(|| cvt(unsafe { libc::fchmod(fd.0, mode as libc::mode_t) })).map(drop)
+}
+
+/// `geteuid(2)`: the user whose permissions this process has.
+pub fn geteuid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Calls `visit` with the name of every entry of the directory `dir` but
+/// `.` and `..`, read with `getdents64(2)` into a fixed buffer; stops early
+/// when `visit` returns `false`. The directory's offset moves: use a
+/// descriptor opened for this.
+pub fn each_dir_entry(dir: &Fd, mut visit: impl FnMut(&[u8]) -> bool) -> SysResult<()> {
+    // Aligned for the kernel's `struct linux_dirent64` records.
+    #[repr(C, align(8))]
+    struct Buffer([u8; 2048]);
+    let mut buf = Buffer([0; 2048]);
+    loop {
+        // SAFETY: the buffer is valid for writes of its whole length, and the
+        // kernel writes at most that many bytes of whole records into it.
+        let n = retry(|| {
+            cvt(unsafe { libc::syscall(libc::SYS_getdents64, dir.0, buf.0.as_mut_ptr(), buf.0.len()) })
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut at = 0usize;
+        while at + 19 <= n as usize {
+            // linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, then the
+            // NUL-terminated name. Read field by field from the bytes.
+            let reclen = u16::from_ne_bytes([buf.0[at + 16], buf.0[at + 17]]) as usize;
+            if reclen < 20 || at + reclen > n as usize {
+                return Err(Errno(libc::EIO));
+            }
+            let name = &buf.0[at + 19..at + reclen];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            if name != b"." && name != b".." && !visit(name) {
+                return Ok(());
+            }
+            at += reclen;
+        }
+    }
+}
+
 /// `link(2)`: creates `new` as a second name of `old`; fails with `EEXIST`
 /// if `new` exists in any form, a symlink included, and never follows one.
 pub fn link(old: &CPath, new: &CPath) -> SysResult<()> {
@@ -380,6 +441,62 @@ pub fn try_flock(fd: &Fd, op: FlockOp) -> SysResult<bool> {
         Err(Errno::EWOULDBLOCK) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// How an open-file-description lock ([`try_ofd_lock`]) is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OfdLock {
+    /// Excludes every other description; needs a descriptor open for writing.
+    Exclusive,
+    /// Shared with other readers; needs a descriptor open for reading.
+    Shared,
+}
+
+/// `fcntl(2)` with `F_OFD_SETLK` over the whole file, without blocking:
+/// `Ok(false)` when another open file description holds a conflicting lock.
+///
+/// Like `flock(2)` the lock belongs to the open file description (so two
+/// descriptions in one process exclude each other, and it is released when
+/// the last descriptor closes, whatever kills the process), but unlike
+/// `flock` an exclusive lock needs a descriptor open for *writing*: a user
+/// who may only read a guard file cannot hold it locked to wedge the lock.
+/// Linux 3.15 and later; it does not interact with `flock(2)` locks.
+pub fn try_ofd_lock(fd: &Fd, kind: OfdLock) -> SysResult<bool> {
+    let l_type = match kind {
+        OfdLock::Exclusive => libc::F_WRLCK,
+        OfdLock::Shared => libc::F_RDLCK,
+    };
+    match ofd_setlk(fd, l_type as libc::c_short) {
+        Ok(()) => Ok(true),
+        Err(Errno::EAGAIN) | Err(Errno::EACCES) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Releases the lock [`try_ofd_lock`] took on this description.
+pub fn ofd_unlock(fd: &Fd) -> SysResult<()> {
+    ofd_setlk(fd, libc::F_UNLCK as libc::c_short)
+}
+
+fn ofd_setlk(fd: &Fd, l_type: libc::c_short) -> SysResult<()> {
+    // SAFETY: an all-zero `struct flock` is valid (start 0 and length 0 mean
+    // the whole file, and l_pid must be 0 for OFD locks).
+    let mut lock: libc::flock = unsafe { core::mem::zeroed() };
+    lock.l_type = l_type;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: plain call on a descriptor we own, with a valid struct flock.
+    retry(|| cvt(unsafe { libc::fcntl(fd.0, libc::F_OFD_SETLK, &lock) })).map(drop)
+}
+
+/// `strerror_r(3)` (the XSI one): the kernel's text for `errno`, in `buf`.
+pub fn strerror(errno: Errno, buf: &mut [u8; 128]) -> Option<&str> {
+    // SAFETY: `buf` is valid for its length; on success strerror_r leaves a
+    // NUL-terminated string in it, and on failure we do not read it.
+    let rc = unsafe { libc::strerror_r(errno.0, buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    CStr::from_bytes_until_nul(buf).ok().and_then(|text| text.to_str().ok())
 }
 
 /// `getpid(2)`.

@@ -56,6 +56,53 @@ impl<const N: usize> fmt::Write for FixedText<N> {
     }
 }
 
+/// The words of a record line, split at single spaces. Strict: an empty
+/// word (two spaces in a row, a leading or trailing space) is a word like
+/// any other, and fails whichever parse it reaches.
+#[derive(Clone, Debug)]
+pub struct Words<'a> {
+    rest: Option<&'a [u8]>,
+}
+
+impl<'a> Words<'a> {
+    pub fn new(line: &'a [u8]) -> Words<'a> {
+        Words { rest: Some(line) }
+    }
+
+    /// Whether every word has been taken.
+    pub fn is_done(&self) -> bool {
+        self.rest.is_none()
+    }
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let rest = self.rest?;
+        match rest.iter().position(|&b| b == b' ') {
+            Some(space) => {
+                self.rest = Some(&rest[space + 1..]);
+                Some(&rest[..space])
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
+    }
+}
+
+/// The value of one hex digit, either case.
+pub fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
 /// Parses an unsigned decimal with no sign, no spaces and no leading `+`.
 pub fn parse_u64(text: &[u8]) -> Option<u64> {
     if text.is_empty() || text.len() > 20 {
@@ -74,7 +121,8 @@ pub fn parse_u64(text: &[u8]) -> Option<u64> {
 /// Parses a signed decimal (`-` allowed).
 pub fn parse_i64(text: &[u8]) -> Option<i64> {
     match text.strip_prefix(b"-") {
-        Some(digits) => parse_u64(digits).and_then(|v| i64::try_from(v).ok()).map(|v| -v),
+        // Through i128, so that the most negative value parses too.
+        Some(digits) => parse_u64(digits).and_then(|v| i64::try_from(-i128::from(v)).ok()),
         None => parse_u64(text).and_then(|v| i64::try_from(v).ok()),
     }
 }
@@ -95,6 +143,18 @@ mod tests {
     }
 
     #[test]
+    fn words_split_at_single_spaces() {
+        let mut words = Words::new(b"a bc  d");
+        assert_eq!(words.next(), Some(&b"a"[..]));
+        assert_eq!(words.next(), Some(&b"bc"[..]));
+        assert_eq!(words.next(), Some(&b""[..]));
+        assert!(!words.is_done());
+        assert_eq!(words.next(), Some(&b"d"[..]));
+        assert!(words.is_done());
+        assert_eq!(words.next(), None);
+    }
+
+    #[test]
     fn numbers_parse_strictly() {
         assert_eq!(parse_u64(b"42"), Some(42));
         assert_eq!(parse_u64(b"+42"), None);
@@ -102,5 +162,8 @@ mod tests {
         assert_eq!(parse_u64(b"18446744073709551616"), None);
         assert_eq!(parse_i64(b"-7"), Some(-7));
         assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"-9223372036854775809"), None);
+        assert_eq!(parse_i64(b"-"), None);
     }
 }

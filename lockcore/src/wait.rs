@@ -81,24 +81,25 @@ impl core::fmt::Debug for Warnings<'_> {
 }
 
 /// Retries `attempt` until it succeeds, fails with something other than
-/// [`Error::Busy`], or `budget` runs out ([`Error::Timeout`]). `None` waits
-/// for as long as it takes.
+/// [`Error::Busy`], or `deadline` passes ([`Error::Timeout`], with what
+/// stood in the way at the last attempt). `None` waits for as long as it
+/// takes. Each attempt is itself given a deadline no later than this one,
+/// so that the whole wait ends by it.
 pub fn wait_for<T>(
-    budget: Option<Duration>,
+    deadline: Option<MonoTime>,
     wake: &mut dyn WakeSource,
     mut warnings: Option<Warnings<'_>>,
     seed: u64,
     mut attempt: impl FnMut() -> Result<T, Error>,
 ) -> Result<T, Error> {
     let start = MonoTime::now();
-    let deadline = budget.map(|b| start.saturating_add(b));
     let mut next_warning = warnings.as_ref().map(|w| start.saturating_add(w.first));
     let mut backoff = Backoff::new(seed);
     loop {
-        match attempt() {
-            Err(Error::Busy) => {}
+        let contention = match attempt() {
+            Err(Error::Busy(why)) => why,
             other => return other,
-        }
+        };
         let now = MonoTime::now();
         if let (Some(w), Some(at)) = (warnings.as_mut(), next_warning) {
             if now >= at {
@@ -109,7 +110,7 @@ pub fn wait_for<T>(
         let mut delay = backoff.next_delay();
         if let Some(deadline) = deadline {
             if now >= deadline {
-                return Err(Error::Timeout);
+                return Err(Error::Timeout(contention));
             }
             delay = delay.min(deadline.remaining_from(now));
         }
@@ -124,6 +125,7 @@ pub fn wait_for<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Contention;
 
     struct Recorder {
         total: Duration,
@@ -155,8 +157,9 @@ mod tests {
     fn budget_is_a_deadline_not_a_retry_count() {
         let mut wake = Recorder { total: Duration::ZERO, calls: 0 };
         let start = MonoTime::now();
-        let r: Result<(), Error> = wait_for(Some(Duration::from_millis(30)), &mut wake, None, 7, || Err(Error::Busy));
-        assert_eq!(r, Err(Error::Timeout));
+        let deadline = Some(start.saturating_add(Duration::from_millis(30)));
+        let r: Result<(), Error> = wait_for(deadline, &mut wake, None, 7, || Err(Error::Busy(Contention::Raced)));
+        assert_eq!(r, Err(Error::Timeout(Contention::Raced)), "the timeout says what stood in the way");
         assert!(MonoTime::now().since(start) >= Duration::from_millis(30));
         assert!(wake.total <= Duration::from_millis(30));
         assert!(wake.calls > 1);
@@ -168,14 +171,14 @@ mod tests {
         let r = wait_for(None, &mut Sleep, None, 1, || {
             tries += 1;
             if tries < 3 {
-                Err(Error::Busy)
+                Err(Error::Busy(Contention::GuardHeld))
             } else {
                 Ok(tries)
             }
         });
         assert_eq!(r, Ok(3));
-        let r: Result<(), Error> = wait_for(None, &mut Sleep, None, 1, || Err(Error::NotFound));
-        assert_eq!(r, Err(Error::NotFound));
+        let r: Result<(), Error> = wait_for(None, &mut Sleep, None, 1, || Err(Error::NotHeld));
+        assert_eq!(r, Err(Error::NotHeld));
     }
 
     #[test]
@@ -190,9 +193,10 @@ mod tests {
         };
         let warnings =
             Warnings { first: Duration::from_millis(20), every: Duration::from_millis(30), notify: &mut notify };
+        let deadline = Some(MonoTime::now().saturating_add(Duration::from_millis(95)));
         let r: Result<(), Error> =
-            wait_for(Some(Duration::from_millis(95)), &mut Sleep, Some(warnings), 3, || Err(Error::Busy));
-        assert_eq!(r, Err(Error::Timeout));
+            wait_for(deadline, &mut Sleep, Some(warnings), 3, || Err(Error::Busy(Contention::GuardHeld)));
+        assert_eq!(r.map_err(|e| e.kind()), Err(crate::error::ErrorKind::Timeout));
         // Due at 20, 50 and 80 ms; a loaded machine may run late, but never
         // early, and never more often than `every`.
         assert!((1..=3).contains(&count), "{count} warnings: {seen:?}");

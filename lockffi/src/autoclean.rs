@@ -5,6 +5,7 @@
 //! detection takes over.
 
 use std::cell::RefCell;
+use std::io::Write;
 use std::sync::{Mutex, MutexGuard, Once, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -118,7 +119,18 @@ extern "C" fn release_all_at_exit() {
             // process did not take (fork).
             if let Ok(mut claimed) = handle.claim() {
                 if claimed.watchdog().is_none() {
-                    let _ = claimed.lock().release(Duration::ZERO);
+                    let released = claimed.lock().release(Duration::ZERO);
+                    if let Err(error) = released {
+                        // Nobody is left to tell but the person reading the
+                        // process's errors; the lock runs out by its TTL, or
+                        // is broken as this process's once it has exited.
+                        let lock = claimed.lock();
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "lockffi: at exit, a held lock could not be released: {}",
+                            lock.describe(&error)
+                        );
+                    }
                 }
             }
         }

@@ -6,37 +6,82 @@
 //! ```ignore
 //! #[no_mangle]
 //! pub unsafe extern "C" fn lock_x(handle: *mut lock_handle, ...) -> lock_result {
-//!     boundary::call(|| { ... })
+//!     boundary::call("lock_x", || { ... })
 //! }
 //! ```
 //!
 //! so that no panic unwinds into C (it becomes `LOCK_ERR_PANIC`), and every
-//! failing code leaves a message for `lock_last_error_message` on this thread.
+//! failing code leaves a message for `lock_last_error_message` on this
+//! thread: the call, the path of the file it is about, the cause, the
+//! system's word for the errno, and for a file that was refused its owner
+//! (by name) and mode. An error of a lock's operation goes through
+//! [`AtLock::at`] to get its path.
 
 use std::cell::RefCell;
 use std::fmt::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use lockcore::Error;
+use lockcore::{Error, Lock};
 
 use crate::result::lock_result;
 
-/// Runs an export's body: panics become `LOCK_ERR_PANIC`, and any code
-/// other than `LOCK_OK` without a message of its own gets its static text.
-pub fn call(body: impl FnOnce() -> Result<lock_result, Failure>) -> lock_result {
+/// Runs the body of the export `op`: panics become `LOCK_ERR_PANIC`, and
+/// every failure leaves its message.
+pub fn call(op: &'static str, body: impl FnOnce() -> Result<lock_result, Failure>) -> lock_result {
     clear_message();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(code)) => code,
-        Ok(Err(failure)) => failure.record(),
-        Err(_) => Failure::Code(lock_result::LOCK_ERR_PANIC).record(),
+        Ok(Err(failure)) => failure.record(op),
+        Err(_) => Failure::Code(lock_result::LOCK_ERR_PANIC).record(op),
     }
 }
 
-/// Why an export failed: a core error (with its detail) or a bare code.
+/// Why an export failed: a core error, the same with the text that names
+/// its lock's file, or a bare code.
 #[derive(Debug)]
 pub enum Failure {
     Core(Error),
+    Located(Error, String),
     Code(lock_result),
+}
+
+/// Gives an error of a lock's operation the path of the file it is about.
+pub trait AtLock<T> {
+    fn at(self, lock: &Lock) -> Result<T, Failure>;
+}
+
+impl<T> AtLock<T> for Result<T, Error> {
+    fn at(self, lock: &Lock) -> Result<T, Failure> {
+        self.map_err(|error| {
+            let owner = match error {
+                Error::File(e) => e.owner_uid.and_then(user_name),
+                _ => None,
+            };
+            Failure::Located(error, lock.describe(&error).with_owner_name(owner.as_deref()).to_string())
+        })
+    }
+}
+
+/// The name of the user `uid`, from the user database (`getpwuid_r(3)`).
+fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: an all-zero passwd is a valid value to be overwritten.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call; `buf` for its length.
+        let rc = unsafe { libc::getpwuid_r(uid, &mut entry, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+        if rc == libc::ERANGE && buf.len() < 64 * 1024 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || entry.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success pw_name points at a NUL-terminated name in `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
+        return Some(name.to_string_lossy().into_owned());
+    }
 }
 
 impl From<Error> for Failure {
@@ -46,23 +91,23 @@ impl From<Error> for Failure {
 }
 
 impl Failure {
-    /// Stores the detailed message, sets `errno` for system errors, and
-    /// returns the code.
-    fn record(self) -> lock_result {
-        match self {
-            Failure::Core(error) => {
-                if let Error::Os(errno) | Error::Commit(errno) = error {
-                    // SAFETY: __errno_location returns this thread's errno.
-                    unsafe { *libc::__errno_location() = errno.raw() };
-                }
-                set_message(|m| write!(m, "{error}"));
-                lock_result::from(error)
-            }
-            Failure::Code(code) => {
-                set_message(|m| m.write_str(code.text().to_str().unwrap_or("")));
-                code
-            }
+    /// Stores the detailed message, sets `errno` where a system call
+    /// failed, and returns the code.
+    fn record(self, op: &str) -> lock_result {
+        let (code, errno) = match &self {
+            Failure::Core(error) | Failure::Located(error, _) => (lock_result::from(*error), error.errno()),
+            Failure::Code(code) => (*code, None),
+        };
+        if let Some(errno) = errno {
+            // SAFETY: __errno_location returns this thread's errno.
+            unsafe { *libc::__errno_location() = errno.raw() };
         }
+        match &self {
+            Failure::Core(error) => set_message(|m| write!(m, "{op}: {error}")),
+            Failure::Located(_, text) => set_message(|m| write!(m, "{op}: {text}")),
+            Failure::Code(code) => set_message(|m| write!(m, "{op}: {}", code.text().to_str().unwrap_or(""))),
+        }
+        code
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use lockcore::Lock;
 
-use crate::boundary::Failure;
+use crate::boundary::{AtLock, Failure};
 use crate::result::lock_result;
 use crate::watchdog::Watchdog;
 
@@ -67,6 +67,28 @@ impl lock_handle {
             lock: UnsafeCell::new(lock),
             in_use: AtomicBool::new(false),
             warning: UnsafeCell::new(None),
+        }
+    }
+
+    /// What `lock_close` does before the handle is freed: stops the
+    /// watchdog (waiting for it), then releases a lock this process holds,
+    /// and answers how that went. A release that failed is not tried again
+    /// when the lock is dropped: its error is the answer.
+    pub fn close(self: Box<Self>) -> Result<lock_result, Failure> {
+        let mut this = self;
+        drop(this.watchdog.get_mut().take());
+        let lock = this.lock.get_mut();
+        let own = lock.held().is_some_and(|held| held.owner.process.pid == lockcore::sys::getpid());
+        if !own {
+            return Ok(lock_result::LOCK_OK);
+        }
+        let released = lock.release(std::time::Duration::ZERO);
+        match released.at(lock) {
+            Ok(outcome) => Ok(outcome.into()),
+            Err(failure) => {
+                lock.forget();
+                Err(failure)
+            }
         }
     }
 

@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use lockcore::{Liveness, Lock, WallTime};
 
-use crate::boundary::{try_ref, write_optional, Failure};
+use crate::boundary::{try_ref, write_optional, AtLock, Failure};
 pub use crate::handle::{lock_handle, lock_warning_fn};
 use crate::handle::{Claimed, Warning};
 pub use crate::result::lock_result;
@@ -133,13 +133,17 @@ pub struct lock_info {
     pub fence: u64,
     /// The last fencing token handed out for this lock.
     pub last_fence: u64,
-    /// When the holder's TTL runs out, in Unix milliseconds; 0 for never.
+    /// When the holder's TTL runs out (others may break the lock), in Unix
+    /// milliseconds; 0 for never or unknown.
     pub expires_unix_ms: i64,
     /// The lock stays closed until then (Unix milliseconds); 0 for no cooldown.
     pub cooldown_until_unix_ms: i64,
     /// Requests queued, the holder's included, for a queueing strategy
     /// (`toplock`); 0 for the others.
     pub queue_length: u32,
+    /// When the holder took the lock (for a lock of another program: when
+    /// its file was last written), in Unix milliseconds; 0 if unknown or free.
+    pub since_unix_ms: i64,
 }
 
 /// The library's version as "MAJOR.MINOR.PATCH"; static, never NULL.
@@ -179,7 +183,7 @@ pub unsafe extern "C" fn lock_last_error_message(buf: *mut c_char, buf_len: usiz
 /// for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lock_handle) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_open", || {
         if spec.is_null() || handle_out.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
@@ -194,28 +198,34 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
     })
 }
 
-/// Releases the lock if this process holds it (no cooldown) and frees the
-/// handle. NULL is ignored. In a child of fork() the parent's lock is left
-/// held.
+/// Releases the lock if this process holds it (no cooldown), stops its
+/// watchdog, and frees the handle, and says how the release went: `LOCK_OK`
+/// (released, or nothing was held), `LOCK_EXPIRED`, `LOCK_LOST`, or the
+/// error of a release that failed (`LOCK_BUSY` when the lock's guard stayed
+/// locked by another process for 2 seconds, with a message as for
+/// `lock_release`). The handle is freed whatever it answers; a lock it could
+/// not release runs out by its TTL, or is broken as a dead process's once
+/// this process has exited. NULL is ignored (`LOCK_OK`). In a child of
+/// fork() the parent's lock is left held.
 ///
 /// # Safety
 /// `handle` is NULL or came from `lock_open` and was not closed yet; no other
 /// thread uses it during or after this call.
 #[no_mangle]
-pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) {
+pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) -> lock_result {
     if handle.is_null() {
-        return;
+        return lock_result::LOCK_OK;
     }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    boundary::call("lock_close", || {
         // Unlisted first, so that the exit hook cannot reach the handle once
-        // it is freed; freed without the list locked, because dropping it
-        // waits for its watchdog, whose lost callback may need the list.
+        // it is freed; freed without the list locked, because stopping its
+        // watchdog waits for it, and its lost callback may need the list.
         autoclean::unregister(handle as usize);
         // SAFETY: by contract the pointer came from Box::into_raw in
-        // lock_open and is freed exactly once, here. Dropping the Lock
-        // releases a lock held by this process.
-        drop(unsafe { Box::from_raw(handle) });
-    }));
+        // lock_open and is freed exactly once, here.
+        let owned = unsafe { Box::from_raw(handle) };
+        owned.close()
+    })
 }
 
 /// One attempt to take the lock. `LOCK_BUSY` if someone else holds it or it
@@ -227,10 +237,13 @@ pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) {
 /// valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *mut u64) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_try_acquire", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
-        let acquired = claimed.lock().try_acquire()?;
+        let acquired = {
+            let result = claimed.lock().try_acquire();
+            result.at(claimed.lock())?
+        };
         autoclean::register(claimed.address());
         write_optional(fence_out, acquired.fence);
         Ok(lock_result::LOCK_OK)
@@ -247,7 +260,7 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 /// As for `lock_try_acquire`.
 #[no_mangle]
 pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64, fence_out: *mut u64) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_acquire", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         let budget = (timeout_ms != LOCK_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms));
@@ -261,7 +274,10 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
             }
         };
         let warn: Option<&mut dyn FnMut(Duration)> = if warning.is_some() { Some(&mut notify) } else { None };
-        let acquired = claimed.lock().acquire_with(budget, &mut lockcore::wait::Sleep, warn)?;
+        let acquired = {
+            let result = claimed.lock().acquire_with(budget, &mut lockcore::wait::Sleep, warn);
+            result.at(claimed.lock())?
+        };
         autoclean::register(claimed.address());
         write_optional(fence_out, acquired.fence);
         Ok(lock_result::LOCK_OK)
@@ -274,7 +290,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 /// released now) or `LOCK_LOST` (someone else holds it; nothing removed).
 /// After any of these the handle holds nothing, and its watchdog, if any,
 /// is stopped: no renewal runs after a release that succeeded. `LOCK_BUSY`
-/// if the lock's files stayed locked by other processes for 10 seconds (see
+/// if the lock's guard stayed locked by another process for 2 seconds (see
 /// `LOCK_BUSY`). A release that answers `LOCK_BUSY` or an error leaves the
 /// lock held, and renewed as before by its watchdog, if any.
 ///
@@ -282,7 +298,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 /// `handle` is NULL or a live handle from `lock_open`.
 #[no_mangle]
 pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_release", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         let cooldown = duration_arg(cooldown_ms)?;
@@ -292,13 +308,14 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
         if let Some(watchdog) = claimed.watchdog() {
             watchdog.pause();
         }
-        let outcome = match claimed.lock().release(cooldown) {
+        let released = claimed.lock().release(cooldown);
+        let outcome = match released.at(claimed.lock()) {
             Ok(outcome) => outcome,
-            Err(error) => {
+            Err(failure) => {
                 if let Some(watchdog) = claimed.watchdog() {
                     watchdog.start();
                 }
-                return Err(error.into());
+                return Err(failure);
             }
         };
         drop(claimed.watchdog().take());
@@ -314,17 +331,20 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 /// handle holds nothing, and its watchdog, if any, is stopped). While a
 /// watchdog runs (`lock_autorenew`), its next renewal sets the expiry back
 /// to now + the spec's `ttl`. `LOCK_BUSY` if the lock's files stayed locked
-/// by other processes for 10 seconds (nothing changed; see `LOCK_BUSY`).
+/// by another process for 2 seconds (nothing changed; see `LOCK_BUSY`).
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`.
 #[no_mangle]
 pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_prolong", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(ttl_ms)?) };
-        let outcome = claimed.lock().prolong(ttl)?;
+        let outcome = {
+            let result = claimed.lock().prolong(ttl);
+            result.at(claimed.lock())?
+        };
         if outcome == lockcore::ProlongOutcome::Lost {
             // The watchdog renews the acquisition that is gone; left running,
             // it would report the next one lost and stop.
@@ -341,7 +361,7 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
 /// `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
 /// or `LOCK_LOST` (someone else holds it: not committed; the handle holds
 /// nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
-/// files stayed locked by other processes for 10 seconds (not committed;
+/// guard stayed locked by another process for 2 seconds (not committed;
 /// see `LOCK_BUSY`). `LOCK_ERR_COMMIT`, with `errno` set, if the rename
 /// itself fails (the temp file is missing, the target is a directory, the
 /// two are on different file systems); `LOCK_ERR_INVALID_ARGUMENT` if either
@@ -358,7 +378,7 @@ pub unsafe extern "C" fn lock_commit(
     temp_path: *const c_char,
     target_path: *const c_char,
 ) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_commit", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         if temp_path.is_null() || target_path.is_null() {
@@ -371,7 +391,10 @@ pub unsafe extern "C" fn lock_commit(
                 .map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
         };
         let (temp, target) = (as_path(temp)?, as_path(target)?);
-        let outcome = claimed.lock().commit_file(&temp, &target)?;
+        let outcome = {
+            let result = claimed.lock().commit_file(&temp, &target);
+            result.at(claimed.lock())?
+        };
         if outcome == lockcore::CommitOutcome::Lost {
             drop(claimed.watchdog().take());
             autoclean::unregister(claimed.address());
@@ -423,7 +446,7 @@ pub unsafe extern "C" fn lock_autorenew(
     lost: lock_lost_fn,
     context: *mut c_void,
 ) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_autorenew", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         let lock = claimed.lock();
@@ -453,7 +476,7 @@ pub unsafe extern "C" fn lock_autorenew(
 /// `handle` is NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_autorenew_stop", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         drop(claimed.watchdog().take());
@@ -463,19 +486,22 @@ pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_r
 
 /// Reads who holds the lock, until when, its fences and cooldown, without
 /// taking it. `LOCK_BUSY` if the lock's files stayed locked by other
-/// processes for 10 seconds (see `LOCK_BUSY`).
+/// process for 2 seconds (see `LOCK_BUSY`).
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut lock_info) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_inspect", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         if info_out.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
-        let inspection = claimed.lock().inspect()?;
+        let inspection = {
+            let result = claimed.lock().inspect();
+            result.at(claimed.lock())?
+        };
         let mut info = lock_info {
             held: false,
             held_by_this_handle: false,
@@ -488,6 +514,7 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
             expires_unix_ms: 0,
             cooldown_until_unix_ms: inspection.cooldown_until.map_or(0, WallTime::unix_millis),
             queue_length: inspection.queue_length.unwrap_or(0),
+            since_unix_ms: 0,
         };
         if let Some(holder) = inspection.holder {
             info.held = true;
@@ -507,8 +534,9 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
             }
             if let Some(record) = holder.record {
                 info.fence = record.fence;
-                info.expires_unix_ms = record.expires.map_or(0, WallTime::unix_millis);
             }
+            info.expires_unix_ms = holder.expires.map_or(0, WallTime::unix_millis);
+            info.since_unix_ms = holder.since.map_or(0, WallTime::unix_millis);
         }
         write_optional(info_out, info);
         Ok(lock_result::LOCK_OK)
@@ -525,10 +553,13 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
 /// `handle` is NULL or a live handle; `was_held_out` is NULL or valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_break(handle: *mut lock_handle, was_held_out: *mut bool) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_break", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
-        let was_held = claimed.lock().break_lock()?;
+        let was_held = {
+            let result = claimed.lock().break_lock();
+            result.at(claimed.lock())?
+        };
         write_optional(was_held_out, was_held);
         Ok(lock_result::LOCK_OK)
     })
@@ -548,7 +579,7 @@ pub unsafe extern "C" fn lock_set_warning(
     callback: lock_warning_fn,
     context: *mut c_void,
 ) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_set_warning", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         *claimed.warning() = callback.map(|callback| Warning { callback, context });
@@ -556,10 +587,13 @@ pub unsafe extern "C" fn lock_set_warning(
     })
 }
 
-/// Copies the path that is the lock (lock file, lock directory, flock'd file)
-/// into `buf` as a NUL-terminated string. `LOCK_ERR_BUFFER_TOO_SMALL` (and
-/// nothing written) if `buf_len` cannot hold it and its terminator;
-/// `*len_out` (if not NULL) receives the length without terminator.
+/// Copies the path that is the lock (lock file, lock directory, symlink,
+/// flock'd file, lease or queue) into `buf` as a NUL-terminated string, and
+/// its length without terminator into `*len_out` (if not NULL).
+/// `LOCK_ERR_BUFFER_TOO_SMALL` if `buf_len` cannot hold it and its
+/// terminator: nothing is written to `buf`, and, as with `snprintf`,
+/// `*len_out` receives the length needed (less the terminator), the one
+/// output written on failure.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes;
@@ -571,13 +605,14 @@ pub unsafe extern "C" fn lock_path(
     buf_len: usize,
     len_out: *mut usize,
 ) -> lock_result {
-    boundary::call(|| {
+    boundary::call("lock_path", || {
         let handle = try_ref!(handle);
         let mut claimed = claim_own(handle)?;
         if buf.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
         let path = claimed.lock().path().as_bytes();
+        write_optional(len_out, path.len());
         if path.len() >= buf_len {
             return Err(Failure::Code(lock_result::LOCK_ERR_BUFFER_TOO_SMALL));
         }
@@ -586,7 +621,6 @@ pub unsafe extern "C" fn lock_path(
             std::ptr::copy_nonoverlapping(path.as_ptr(), buf.cast::<u8>(), path.len());
             *buf.add(path.len()) = 0;
         }
-        write_optional(len_out, path.len());
         Ok(lock_result::LOCK_OK)
     })
 }

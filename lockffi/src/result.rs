@@ -1,7 +1,7 @@
 //! The result codes of the C interface: one enum, fixed numbers, one place
 //! that maps core errors to codes, one table of static texts.
 
-use lockcore::{CorruptKind, Error, ProlongOutcome, ReleaseOutcome, SpecErrorKind};
+use lockcore::{CorruptKind, Error, ErrorKind, ProlongOutcome, ReleaseOutcome, SpecErrorKind};
 
 /// What every `lock_*` call returns.
 ///
@@ -23,16 +23,17 @@ pub enum lock_result {
     /// after it expired or its owner was judged dead). Nothing was changed and
     /// the handle no longer holds the lock.
     LOCK_LOST = 2,
-    /// Try-acquire: someone else holds the lock, or it is cooling down.
+    /// Try-acquire: someone else holds the lock, it is cooling down, or
+    /// the file that orders every change to it stayed locked for 50 ms.
     ///
-    /// Release, prolong, commit, inspect, break: the file that orders every
-    /// change to the lock (its guard `<lock>.guard`; for `lease` and
-    /// `toplock` the lock file itself) stayed locked by other processes for
-    /// the call's whole patience of 10 seconds. Its holders keep it for a few
-    /// system calls, so only a process stopped inside one of them (SIGSTOP,
-    /// a debugger) can do that. Nothing was changed: a held lock is still
-    /// held (and still renewed by its watchdog); try again. Never for `flock`,
-    /// which has no such file.
+    /// Release, prolong, commit, inspect, break, close: that file (the
+    /// guard `<lock>.guard`; for `lease` and `toplock` the lock file itself)
+    /// stayed locked by another process for the call's whole patience of
+    /// 2 seconds. Its holders keep it for a few system calls, so only a
+    /// process stopped inside one of them (SIGSTOP, a debugger) or another
+    /// user who may open that file and holds it locked on purpose can do
+    /// that; `lock_last_error_message` says so. Nothing was changed: a held
+    /// lock is still held (and still renewed by its watchdog); try again.
     LOCK_BUSY = 3,
     /// Acquire: the wait budget ran out before the lock was free.
     LOCK_TIMEOUT = 4,
@@ -92,6 +93,13 @@ pub enum lock_result {
     /// different file systems, ...); `errno` holds why. The lock is still
     /// held and the target untouched.
     LOCK_ERR_COMMIT = 308,
+    /// A component of the lock's path is a file, not a directory.
+    LOCK_ERR_NOT_A_DIRECTORY = 309,
+    /// One of the lock's files (or its directory) could have been written
+    /// by a user the spec's `mode` does not let take the lock, or belongs to
+    /// another user while the `mode` keeps the lock private: it is neither
+    /// read nor written. The message names the file, its owner and mode.
+    LOCK_ERR_UNTRUSTED = 310,
 
     /// A bug in this library was caught before it could cross into C.
     LOCK_ERR_PANIC = 900,
@@ -130,6 +138,8 @@ impl lock_result {
         LOCK_ERR_CORRUPT_GUARD,
         LOCK_ERR_SYSTEM,
         LOCK_ERR_COMMIT,
+        LOCK_ERR_NOT_A_DIRECTORY,
+        LOCK_ERR_UNTRUSTED,
         LOCK_ERR_PANIC,
     ];
 
@@ -139,7 +149,7 @@ impl lock_result {
             LOCK_OK => c"success",
             LOCK_EXPIRED => c"the lock was held past its TTL, but nobody took it",
             LOCK_LOST => c"the lock was lost: someone else holds it now",
-            LOCK_BUSY => c"the lock is held by someone else or cooling down",
+            LOCK_BUSY => c"the lock is held by someone else, cooling down, or its guard is held",
             LOCK_TIMEOUT => c"the wait budget ran out before the lock was free",
             LOCK_ERR_NULL_ARGUMENT => c"a required pointer argument is NULL",
             LOCK_ERR_NOT_HELD => c"this handle does not hold its lock",
@@ -164,6 +174,8 @@ impl lock_result {
             LOCK_ERR_CORRUPT_GUARD => c"the lock's guard file is corrupt",
             LOCK_ERR_SYSTEM => c"system error; see errno",
             LOCK_ERR_COMMIT => c"the commit could not rename the temp file over the target; see errno",
+            LOCK_ERR_NOT_A_DIRECTORY => c"a component of the lock's path is not a directory",
+            LOCK_ERR_UNTRUSTED => c"a file of the lock could have been written by a user its mode does not trust",
             LOCK_ERR_PANIC => c"internal error in the lock library (caught panic)",
         }
     }
@@ -171,8 +183,15 @@ impl lock_result {
 
 impl From<Error> for lock_result {
     fn from(error: Error) -> lock_result {
-        match error {
-            Error::Spec(e) => match e.kind {
+        lock_result::from(error.kind())
+    }
+}
+
+/// The one place where the kinds of core errors become codes.
+impl From<ErrorKind> for lock_result {
+    fn from(kind: ErrorKind) -> lock_result {
+        match kind {
+            ErrorKind::Spec(kind) => match kind {
                 SpecErrorKind::Syntax => LOCK_ERR_SPEC_SYNTAX,
                 SpecErrorKind::UnknownScheme => LOCK_ERR_SPEC_UNKNOWN_SCHEME,
                 SpecErrorKind::UnknownKey => LOCK_ERR_SPEC_UNKNOWN_KEY,
@@ -180,22 +199,24 @@ impl From<Error> for lock_result {
                 SpecErrorKind::DuplicateKey => LOCK_ERR_SPEC_DUPLICATE_KEY,
                 SpecErrorKind::PathTooLong => LOCK_ERR_PATH_TOO_LONG,
             },
-            Error::Busy => LOCK_BUSY,
-            Error::Timeout => LOCK_TIMEOUT,
-            Error::NotHeld => LOCK_ERR_NOT_HELD,
-            Error::AlreadyHeld => LOCK_ERR_ALREADY_HELD,
-            Error::Unsupported(_) => LOCK_ERR_UNSUPPORTED,
-            Error::Forked => LOCK_ERR_FORKED,
-            Error::NotFound => LOCK_ERR_NOT_FOUND,
-            Error::PermissionDenied => LOCK_ERR_PERMISSION,
-            Error::Symlink => LOCK_ERR_SYMLINK,
-            Error::NotALock => LOCK_ERR_NOT_A_LOCK,
-            Error::Corrupt(CorruptKind::Record) => LOCK_ERR_CORRUPT_RECORD,
-            Error::Corrupt(CorruptKind::RecordTooLong) => LOCK_ERR_RECORD_TOO_LONG,
-            Error::Corrupt(CorruptKind::GuardState) => LOCK_ERR_CORRUPT_GUARD,
-            Error::Commit(_) => LOCK_ERR_COMMIT,
-            Error::CommitOntoLock => LOCK_ERR_INVALID_ARGUMENT,
-            Error::Os(_) => LOCK_ERR_SYSTEM,
+            ErrorKind::Busy => LOCK_BUSY,
+            ErrorKind::Timeout => LOCK_TIMEOUT,
+            ErrorKind::NotHeld => LOCK_ERR_NOT_HELD,
+            ErrorKind::AlreadyHeld => LOCK_ERR_ALREADY_HELD,
+            ErrorKind::Unsupported => LOCK_ERR_UNSUPPORTED,
+            ErrorKind::Forked => LOCK_ERR_FORKED,
+            ErrorKind::NotFound => LOCK_ERR_NOT_FOUND,
+            ErrorKind::NotADirectory => LOCK_ERR_NOT_A_DIRECTORY,
+            ErrorKind::PermissionDenied => LOCK_ERR_PERMISSION,
+            ErrorKind::Symlink => LOCK_ERR_SYMLINK,
+            ErrorKind::NotALock => LOCK_ERR_NOT_A_LOCK,
+            ErrorKind::Corrupt(CorruptKind::Record) => LOCK_ERR_CORRUPT_RECORD,
+            ErrorKind::Corrupt(CorruptKind::RecordTooLong) => LOCK_ERR_RECORD_TOO_LONG,
+            ErrorKind::Corrupt(CorruptKind::GuardState) => LOCK_ERR_CORRUPT_GUARD,
+            ErrorKind::Untrusted => LOCK_ERR_UNTRUSTED,
+            ErrorKind::Commit => LOCK_ERR_COMMIT,
+            ErrorKind::CommitOntoLock => LOCK_ERR_INVALID_ARGUMENT,
+            ErrorKind::Os => LOCK_ERR_SYSTEM,
         }
     }
 }
@@ -245,6 +266,8 @@ mod tests {
         assert_eq!(LOCK_ERR_SPEC_SYNTAX as i32, 200);
         assert_eq!(LOCK_ERR_SYSTEM as i32, 307);
         assert_eq!(LOCK_ERR_COMMIT as i32, 308);
+        assert_eq!(LOCK_ERR_NOT_A_DIRECTORY as i32, 309);
+        assert_eq!(LOCK_ERR_UNTRUSTED as i32, 310);
         assert_eq!(LOCK_ERR_PANIC as i32, 900);
     }
 }

@@ -1,14 +1,18 @@
 //! `flock`: the kernel's advisory lock on a file, the baseline the other
-//! strategies are measured against.
+//! strategies are measured against, shared with `flock(1)` and every other
+//! program that flocks the same file.
 //!
-//! The kernel releases the lock when the holder's last descriptor closes,
+//! The target is the file to lock, as for `flock(1)`: often the data file
+//! itself, whose content the library never reads, writes or truncates (a
+//! missing target is created empty, with exactly the spec's mode). The
+//! kernel releases the lock when the holder's last descriptor closes,
 //! which includes every kind of death, so a flock lock is never stale and
-//! never broken. What the other strategies keep in records lives here in the
-//! locked file itself, written only by the holder:
+//! never broken.
 //!
-//! * bytes `0..96`: the guard line (last fence, cooldown), as in
-//!   [`crate::guard`];
-//! * then the holder's owner record, removed on release.
+//! What the other strategies keep in their records lives beside it, in
+//! `<target>.guard`, written only by the holder of the kernel lock under a
+//! short lock of that file ([`crate::guard`]): the guard line (last fence,
+//! cooldown), then the holder's record, removed on release.
 //!
 //! TTL, prolong and cooldown, for this strategy:
 //! * `ttl` is advisory: it is written into the record and reported by
@@ -24,88 +28,116 @@
 
 use core::time::Duration;
 
-use crate::clock::WallTime;
-use crate::error::Error;
-use crate::guard::{GuardState, GUARD_RECORD_LEN};
+use crate::error::{Contention, Error, FileError, FileRole, HolderSummary};
+use crate::files::{self, READ_RECORD_FLAGS};
+use crate::guard::{guard_path, GuardFile, HeldGuard};
 use crate::owner::{Liveness, Nonce};
-use crate::record::{Record, Stamp, RECORD_CAPACITY};
+use crate::record::{Record, RECORD_LINE_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, CommitOutcome, Context, Found, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
-    READ_RECORD_FLAGS,
+    commit_if_current, new_record, CommitOutcome, Context, Holder, Inspection, ProlongOutcome,
+    ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
-use crate::text::FixedText;
-
-const DEFAULT_MODE: u32 = 0o644;
+use crate::trust::Sharing;
 
 #[derive(Debug)]
 pub struct Flock {
     path: CPath,
-    mode: libc::mode_t,
+    state: GuardFile,
     /// The locked descriptor while this handle holds the lock.
     held: Option<Fd>,
 }
 
 impl Flock {
-    pub fn new(spec: &Spec) -> Flock {
-        Flock { path: spec.target().clone(), mode: spec.options.mode.unwrap_or(DEFAULT_MODE), held: None }
+    pub fn new(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
+        let path = spec.target().clone();
+        Ok(Flock { state: GuardFile::new(guard_path(&path)?, FileRole::Guard, sharing), path, held: None })
     }
 
-    pub fn path(&self) -> &CPath {
-        &self.path
+    /// Opens the target to flock it, as `flock(1)` does: read-only, and
+    /// made (empty, with the lock's mode) if it is missing. A file or a
+    /// directory; nothing else is locked.
+    fn open_target(&self, cx: &Context<'_>) -> Result<Fd, Error> {
+        let role = FileRole::Lock;
+        for _ in 0..2 {
+            let fd = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
+                Ok(fd) => fd,
+                Err(Errno::ENOENT) => {
+                    files::check_directory(&self.path, cx.sharing)?;
+                    match sys::open(&self.path, libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY, 0) {
+                        Ok(fd) => {
+                            sys::fchmod(&fd, cx.sharing.mode()).map_err(|e| FileError::io(role, e))?;
+                            fd
+                        }
+                        Err(Errno::EEXIST) => continue,
+                        Err(e) => return Err(FileError::from_errno(role, &self.path, e)),
+                    }
+                }
+                Err(e) => return Err(FileError::from_errno(role, &self.path, e)),
+            };
+            let stat = sys::fstat(&fd).map_err(|e| FileError::io(role, e))?;
+            if !stat.is_file() && !stat.is_dir() {
+                return Err(Error::not_a_lock(role));
+            }
+            return Ok(fd);
+        }
+        Err(FileError::from_errno(role, &self.path, Errno::ENOENT))
     }
 
     /// Whether the path still names the inode behind `fd`: a lock file that
     /// was deleted or replaced no longer excludes anyone who opens the path.
     fn still_linked(&self, fd: &Fd) -> Result<bool, Error> {
-        let locked = sys::fstat(fd).map_err(Error::Os)?;
+        let locked = sys::fstat(fd).map_err(|e| FileError::io(FileRole::Lock, e))?;
         Ok(matches!(sys::lstat(&self.path), Ok(now) if now.same_file(&locked)))
-    }
-
-    fn write_state(fd: &Fd, state: &GuardState, record: Option<&Record>) -> Result<(), Error> {
-        let mut content = FixedText::<{ GUARD_RECORD_LEN + RECORD_CAPACITY }>::new();
-        let _ = content.push_bytes(state.encode().as_bytes());
-        if let Some(record) = record {
-            let _ = content.push_bytes(record.encode(Stamp::Pid).as_bytes());
-        }
-        sys::pwrite_all(fd, content.as_bytes(), 0).map_err(Error::Os)?;
-        sys::ftruncate(fd, content.as_bytes().len() as u64).map_err(Error::Os)
     }
 }
 
-fn read_state(fd: &Fd) -> Result<(GuardState, Option<Found>), Error> {
-    let mut bytes = [0u8; GUARD_RECORD_LEN + RECORD_CAPACITY + 1];
-    let n = sys::pread_full(fd, &mut bytes, 0).map_err(Error::Os)?;
-    let state = GuardState::parse(&bytes[..n.min(GUARD_RECORD_LEN)])?;
-    if n <= GUARD_RECORD_LEN {
-        return Ok((state, None));
+/// The holder's record kept after the guard line, if there is one.
+fn read_record(guard: &HeldGuard<'_>) -> Result<Option<Record>, Error> {
+    let mut bytes = [0u8; RECORD_LINE_CAPACITY + 2];
+    let n = guard.read_after(&mut bytes)?;
+    if n == 0 {
+        return Ok(None);
     }
-    let stat = sys::fstat(fd).map_err(Error::Os)?;
-    Ok((state, Some(Found::from_bytes(&bytes[GUARD_RECORD_LEN..n], &stat))))
+    let line = bytes[..n].strip_suffix(b"\n").unwrap_or(&[]);
+    match Record::parse_line(line) {
+        Some(Ok(record)) => Ok(Some(record)),
+        _ => Err(Error::corrupt(FileRole::Guard, crate::error::CorruptKind::Record)),
+    }
+}
+
+fn write_record(guard: &mut HeldGuard<'_>, record: Option<&Record>) -> Result<(), Error> {
+    let mut line = crate::text::FixedText::<{ RECORD_LINE_CAPACITY + 1 }>::new();
+    if let Some(record) = record {
+        let _ = line.push_bytes(record.encode_line().as_bytes());
+        let _ = line.push_bytes(b"\n");
+    }
+    guard.write_after(line.as_bytes())
 }
 
 impl Strategy for Flock {
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
-        let fd = sys::open(&self.path, libc::O_RDWR | libc::O_CREAT | libc::O_NOCTTY | libc::O_NONBLOCK, self.mode)
-            .map_err(Error::from_path_errno)?;
-        if !sys::fstat(&fd).map_err(Error::Os)?.is_file() {
-            return Err(Error::NotALock);
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+        let fd = self.open_target(cx)?;
+        if !sys::try_flock(&fd, FlockOp::Exclusive).map_err(|e| FileError::io(FileRole::Lock, e))? {
+            drop(fd);
+            return Err(Error::Busy(Contention::Held(self.holder_now(cx))));
         }
-        if !sys::try_flock(&fd, FlockOp::Exclusive).map_err(Error::Os)? || !self.still_linked(&fd)? {
-            return Err(Error::Busy);
+        if !self.still_linked(&fd)? {
+            return Err(Error::Busy(Contention::Raced));
         }
         // From here the lock is ours; dropping `fd` on any error releases it.
-        let (renewed, expires) = cx.renewed_with(expires);
-        let cx = &renewed;
-        let (mut state, _) = read_state(&fd)?;
-        if state.cooling_down(cx.now) {
-            return Err(Error::Busy);
+        let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let now = guard.now;
+        if let Some(cooling) = guard.state.cooldown_contention(now) {
+            return Err(Error::Busy(cooling));
         }
-        let fence = state.next_fence(cx.now)?;
-        state.cooldown_until = None;
-        let record = Record { owner: *cx.me, nonce, fence, expires };
-        Self::write_state(&fd, &state, Some(&record))?;
+        let fence = guard.state.next_fence(now)?;
+        guard.state.cooldown_until = None;
+        guard.store()?;
+        let record = new_record(cx, nonce, fence, now, ttl);
+        write_record(&mut guard, Some(&record))?;
+        drop(guard);
         self.held = Some(fd);
         Ok(record)
     }
@@ -119,24 +151,29 @@ impl Strategy for Flock {
             self.held = None;
             return Ok(ReleaseOutcome::Lost);
         }
-        let (mut state, _) = read_state(fd)?;
-        if !cooldown.is_zero() {
-            state.cooldown_until = Some(cx.now.saturating_add(cooldown));
-        }
-        Self::write_state(fd, &state, None)?;
-        sys::try_flock(fd, FlockOp::Unlock).map_err(Error::Os)?;
+        let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let expires = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
+        write_record(&mut guard, None)?;
+        guard.start_cooldown(cooldown)?;
+        let now = guard.now;
+        drop(guard);
+        sys::try_flock(fd, FlockOp::Unlock).map_err(|e| FileError::io(FileRole::Lock, e))?;
         self.held = None;
-        Ok(ReleaseOutcome::of_own(held.expires, cx.now))
+        Ok(ReleaseOutcome::of_own(expires, now))
     }
 
-    fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
         let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
         if !self.still_linked(fd)? {
             return Ok(ProlongOutcome::Lost);
         }
-        let (state, _) = read_state(fd)?;
-        Self::write_state(fd, &state, Some(&Record { expires, ..*held }))?;
-        Ok(ProlongOutcome::of_own(held.expires, cx.now))
+        let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let now = guard.now;
+        let old = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
+        let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..*held };
+        write_record(&mut guard, Some(&renewed))?;
+        held.expires = renewed.expires;
+        Ok(ProlongOutcome::of_own(old, now))
     }
 
     fn run_while_held(
@@ -152,65 +189,83 @@ impl Strategy for Flock {
         if !self.still_linked(fd)? {
             return Ok(CommitOutcome::Lost);
         }
-        let on_disk = match read_state(fd)? {
-            (_, Some(found)) => found.ours(held.nonce),
-            (_, None) => None,
-        };
-        commit_if_current(on_disk, cx.now, action)
+        let guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let on_disk = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce);
+        commit_if_current(on_disk, guard.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        let probe;
-        let fd = match self.held.as_ref() {
-            Some(fd) => fd,
-            None => {
-                probe = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
-                    Ok(fd) => fd,
-                    Err(Errno::ENOENT) => {
-                        return Ok(Inspection { holder: None, last_fence: 0, cooldown_until: None, queue_length: None })
+        let held_here = self.held.is_some();
+        let free = if held_here {
+            false
+        } else {
+            match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
+                Ok(probe) => {
+                    let stat = sys::fstat(&probe).map_err(|e| FileError::io(FileRole::Lock, e))?;
+                    if !stat.is_file() && !stat.is_dir() {
+                        return Err(Error::not_a_lock(FileRole::Lock));
                     }
-                    Err(e) => return Err(Error::from_path_errno(e)),
-                };
-                if !sys::fstat(&probe).map_err(Error::Os)?.is_file() {
-                    return Err(Error::NotALock);
+                    // A shared flock succeeds only when nobody holds the lock.
+                    let free = sys::try_flock(&probe, FlockOp::Shared).map_err(|e| FileError::io(FileRole::Lock, e))?;
+                    if free {
+                        let _ = sys::try_flock(&probe, FlockOp::Unlock);
+                    }
+                    free
                 }
-                &probe
+                Err(Errno::ENOENT) => true,
+                Err(e) => return Err(FileError::from_errno(FileRole::Lock, &self.path, e)),
             }
         };
-        // A shared flock succeeds only when nobody holds the lock; while we
-        // have it, no holder can appear either, so the read is consistent.
-        let free = self.held.is_none() && sys::try_flock(fd, FlockOp::Shared).map_err(Error::Os)?;
-        let (state, found) = read_state(fd)?;
-        if free {
-            let _ = sys::try_flock(fd, FlockOp::Unlock);
-        }
-        let holder = match (free, found) {
-            (true, _) => None,
-            (false, Some(found)) => {
-                let mut holder = found.judge(cx)?;
-                // The kernel guarantees a flock holder is alive; age never breaks it.
-                holder.stale = false;
-                Some(holder)
-            }
-            // Held by a process that has not written its record yet.
-            (false, None) => Some(Holder {
-                pid: 0,
-                host: None,
-                record: None,
-                liveness: Liveness::Unknown,
-                stale: false,
-                this_handle: false,
-            }),
-        };
+        let guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let record = if free { None } else { read_record(&guard)? };
+        let holder = (!free).then(|| holder_of(cx, record, &guard));
         Ok(Inspection {
             holder,
-            last_fence: state.fence,
-            cooldown_until: state.cooldown_until.filter(|&until| cx.now < until),
+            last_fence: guard.state.fence,
+            cooldown_until: guard.state.cooldown_until.filter(|_| guard.state.cooling_down(guard.now)).map(|until| until.wall_as_seen(guard.now)),
             queue_length: None,
         })
     }
 
     fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {
         Err(Error::Unsupported("breaking a flock lock (the kernel releases it when its holder exits)"))
+    }
+
+    fn path(&self) -> &CPath {
+        &self.path
+    }
+
+    fn guard_path(&self) -> Option<&CPath> {
+        Some(self.state.path())
+    }
+}
+
+impl Flock {
+    /// Who holds the kernel lock, as far as the state beside it tells, for
+    /// a busy answer: nobody named if it cannot be read by the deadline.
+    fn holder_now(&mut self, cx: &Context<'_>) -> HolderSummary {
+        let unknown = HolderSummary { pid: 0, host: None, since: None, expires: None };
+        let Ok(guard) = self.state.lock(cx.deadline, cx.me.boot) else { return unknown };
+        let Ok(record) = read_record(&guard) else { return unknown };
+        holder_of(cx, record, &guard).summary()
+    }
+}
+
+/// The holder of a flock lock the kernel says is held, from the record
+/// beside it: a record whose owner is gone is an old one (its holder was
+/// killed), and the lock is held by a program that writes none (`flock(1)`).
+fn holder_of(cx: &Context<'_>, record: Option<Record>, guard: &HeldGuard<'_>) -> Holder {
+    let now = guard.now;
+    let record = record.filter(|rec| cx.me.judge(&rec.owner) != Liveness::Dead);
+    Holder {
+        pid: record.map_or(0, |rec| rec.owner.process.pid),
+        host: record.map(|rec| rec.owner.host),
+        record,
+        liveness: record.map_or(Liveness::Unknown, |rec| cx.me.judge(&rec.owner)),
+        // The kernel guarantees a flock holder is alive; age never breaks it.
+        stale: false,
+        this_handle: false,
+        since: record.map(|rec| rec.since),
+        expires: record.and_then(|rec| rec.expires).map(|at| at.wall_as_seen(now)),
     }
 }

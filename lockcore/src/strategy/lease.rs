@@ -1,45 +1,53 @@
 //! `lease`: a lease file holding owner, expiry and fence, read and rewritten
-//! only under a short `flock` of that file (seed 004, viver's comment).
+//! only under a short lock of that file (the flock-guarded lease of
+//! IPC::Lock::WithTTL's discussion).
 //!
-//! The flock is held for the check-and-write of one operation, never for
-//! the critical section, so a holder that hangs keeps nobody out past its
-//! lease. The file is one fixed-size line, rewritten in place with one
-//! `pwrite`:
+//! The file's lock is held for the check-and-write of one operation, never
+//! for the critical section, so a holder that hangs keeps nobody out past
+//! its lease. The file is one fixed-size line, made complete before it
+//! appears and rewritten in place with one `pwrite`:
 //!
 //! ```text
-//! <pid>\t<expires>\t<fence>\t<host>\t<boot>\t<start>\t<nonce>     (held)
-//! 0\t<not before>\t<fence>\t-\t-\t0\t-                            (free)
+//! lease 2 held <record line>                       (held: the owner record of crate::record)
+//! lease 2 free <fence> <not before: - | moment>    (free; a cooldown keeps it closed until then)
 //! ```
 //!
-//! with times in Unix nanoseconds (`never` for a lease without TTL). Take it
-//! when free and past its "not before" (the cooldown), or when expired, or
-//! when its same-host owner is provably dead; renew it when it is ours;
-//! release it by writing "free, not before now + cooldown", and only if it is
-//! still ours: IPC::Lock::WithTTL forgets that check and can overwrite the
-//! lease of its successor.
+//! padded with spaces. A file at the lease path that does not start with
+//! `lease ` is not a lease and is never written. Take the lease when free
+//! and past its "not before", or when expired, or when its same-host owner
+//! is provably dead; renew it when it is ours; release it by writing "free,
+//! not before now + cooldown", and only if it is still ours:
+//! IPC::Lock::WithTTL forgets that check and can overwrite the lease of its
+//! successor.
 //!
 //! With `signal=TERM` or `signal=KILL`, taking over an expired lease also
 //! signals the old holder, but only if it is a live process on this host
-//! with the recorded start time, never a process that merely reuses its pid.
+//! with the recorded start time, never a process that merely reuses its
+//! pid, and only on the word of a lease file nobody but this user could
+//! have written: the spec refuses `signal` with a `mode` that shares the
+//! lock, and a lease file of another user's, or one others may write, is
+//! refused before it is read ([`crate::trust`]).
 
 use core::fmt::Write;
 use core::time::Duration;
 
-use crate::clock::WallTime;
-use crate::error::{CorruptKind, Error};
-use crate::guard::{GuardFile, LockedFile, Patience};
-use crate::owner::{BootId, HostName, Liveness, Nonce, Owner, ProcessId};
-use crate::record::{Parsed, Record};
+use crate::clock::Moment;
+use crate::error::{Contention, CorruptKind, Error, FileRole};
+use crate::guard::{GuardFile, LockedFile};
+use crate::owner::{Liveness, Nonce};
+use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, past_expiry, CommitOutcome, Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    commit_if_current, judge_record, new_record, past_expiry, CommitOutcome, Context, Inspection, ProlongOutcome,
+    ReleaseOutcome, Strategy,
 };
-use crate::sys::{self, CPath};
-use crate::text::{parse_i64, parse_u64, FixedText};
+use crate::sys::{CPath, OfdLock};
+use crate::text::{parse_u64, FixedText, Words};
+use crate::trust::Sharing;
 
-/// Every lease record is exactly this long, so a rewrite is one `pwrite`
+/// Every lease line is exactly this long, so a rewrite is one `pwrite`
 /// over the whole of the old one.
-pub const LEASE_RECORD_LEN: usize = 256;
+pub const LEASE_RECORD_LEN: usize = 16 + RECORD_LINE_CAPACITY;
 
 #[derive(Debug)]
 pub struct Lease {
@@ -49,9 +57,9 @@ pub struct Lease {
 
 /// The lease file's content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LeaseState {
+pub enum LeaseState {
     Held(Record),
-    Free { not_before: Option<WallTime>, fence: u64 },
+    Free { not_before: Option<Moment>, fence: u64 },
 }
 
 impl LeaseState {
@@ -62,27 +70,15 @@ impl LeaseState {
         }
     }
 
-    fn encode(&self) -> FixedText<LEASE_RECORD_LEN> {
+    pub fn encode(&self) -> FixedText<LEASE_RECORD_LEN> {
         let mut out = FixedText::new();
-        // Bounded fields: a 64-byte host and fixed-width numbers always fit.
+        // Bounded fields: the longest record line and numbers always fit.
         let _ = match self {
-            LeaseState::Held(r) => {
-                let _ = write!(out, "{}\t", r.owner.process.pid);
-                let _ = match r.expires {
-                    Some(at) => write!(out, "{}", at.unix_nanos()),
-                    None => out.push_bytes(b"never"),
-                };
-                let _ = write!(out, "\t{}\t", r.fence);
-                let _ = out.push_bytes(r.owner.host.as_bytes());
-                let _ = match r.owner.boot {
-                    Some(boot) => write!(out, "\t{boot:?}"),
-                    None => out.push_bytes(b"\t-"),
-                };
-                let _ = write!(out, "\t{}\t", r.owner.process.start_ticks);
-                out.push_bytes(&r.nonce.hex())
+            LeaseState::Held(record) => {
+                out.push_bytes(b"lease 2 held ").and_then(|()| out.push_bytes(record.encode_line().as_bytes()))
             }
             LeaseState::Free { not_before, fence } => {
-                write!(out, "0\t{}\t{fence}\t-\t-\t0\t-", not_before.map_or(0, WallTime::unix_nanos))
+                write!(out, "lease 2 free {fence} ").and_then(|()| write_moment(&mut out, *not_before, b"-"))
             }
         };
         let _ = out.pad_to(LEASE_RECORD_LEN - 1, b' ');
@@ -90,138 +86,120 @@ impl LeaseState {
         out
     }
 
-    fn parse(bytes: &[u8]) -> Result<LeaseState, Error> {
-        let corrupt = Error::Corrupt(CorruptKind::Record);
-        if bytes.is_empty() {
-            return Ok(LeaseState::Free { not_before: None, fence: 0 });
+    /// Parses a lease file's bytes (at most one more than a line).
+    pub fn parse(bytes: &[u8]) -> Result<LeaseState, Error> {
+        if !bytes.starts_with(b"lease ") {
+            return Err(Error::not_a_lock(FileRole::Lock));
+        }
+        let corrupt = Error::corrupt(FileRole::Lock, CorruptKind::Record);
+        if bytes.len() > LEASE_RECORD_LEN {
+            return Err(Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong));
         }
         if bytes.len() != LEASE_RECORD_LEN || bytes[LEASE_RECORD_LEN - 1] != b'\n' {
             return Err(corrupt);
         }
         let line = &bytes[..LEASE_RECORD_LEN - 1];
         let end = line.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
-        let mut fields = line[..end].split(|&b| b == b'\t');
-        let mut next = || fields.next().ok_or(corrupt);
-        let pid = parse_u64(next()?).and_then(|p| i32::try_from(p).ok()).ok_or(corrupt)?;
-        let time = next()?;
-        let fence = parse_u64(next()?).ok_or(corrupt)?;
-        let (host, boot, start, nonce) = (next()?, next()?, next()?, next()?);
-        if fields.next().is_some() {
+        let line = &line[..end];
+        if let Some(record) = line.strip_prefix(b"lease 2 held ") {
+            return match Record::parse_line(record) {
+                Some(Ok(record)) => Ok(LeaseState::Held(record)),
+                _ => Err(corrupt),
+            };
+        }
+        let mut words = Words::new(line.strip_prefix(b"lease 2 free ").ok_or(corrupt)?);
+        let fence = words.next().and_then(parse_u64).ok_or(corrupt)?;
+        let not_before = parse_moment(&mut words, b"-").ok_or(corrupt)?;
+        if !words.is_done() {
             return Err(corrupt);
         }
-        if pid == 0 {
-            let not_before = parse_i64(time).ok_or(corrupt)?;
-            if (host, boot, start, nonce) != (b"-".as_slice(), b"-".as_slice(), b"0".as_slice(), b"-".as_slice()) {
-                return Err(corrupt);
-            }
-            return Ok(LeaseState::Free {
-                not_before: (not_before != 0).then(|| WallTime::from_unix_nanos(not_before)),
-                fence,
-            });
-        }
-        let expires = match time {
-            b"never" => None,
-            ns => Some(WallTime::from_unix_nanos(parse_i64(ns).ok_or(corrupt)?)),
-        };
-        let owner = Owner {
-            host: HostName::from_bytes(host).ok_or(corrupt)?,
-            boot: match boot {
-                b"-" => None,
-                hex => Some(BootId::parse_uuid(hex).ok_or(corrupt)?),
-            },
-            process: ProcessId { pid, start_ticks: parse_u64(start).ok_or(corrupt)? },
-        };
-        Ok(LeaseState::Held(Record { owner, nonce: Nonce::parse_hex(nonce).ok_or(corrupt)?, fence, expires }))
+        Ok(LeaseState::Free { not_before, fence })
+    }
+}
+
+/// A new lease file: free, with no fence handed out yet.
+const NEW_LEASE: LeaseState = LeaseState::Free { not_before: None, fence: 0 };
+
+impl Lease {
+    pub fn new(spec: &Spec, sharing: Sharing) -> Lease {
+        Lease { file: GuardFile::new(spec.target().clone(), FileRole::Lock, sharing), signal: spec.options.signal }
+    }
+
+    fn lock(&mut self, cx: &Context<'_>) -> Result<LockedFile<'_>, Error> {
+        self.file.lock_file(OfdLock::Exclusive, cx.deadline, NEW_LEASE.encode().as_bytes(), cx.me.boot)
     }
 }
 
 fn read(file: &LockedFile<'_>) -> Result<LeaseState, Error> {
     let mut bytes = [0u8; LEASE_RECORD_LEN + 1];
-    let n = sys::pread_full(file.fd, &mut bytes, 0).map_err(Error::Os)?;
-    if n > LEASE_RECORD_LEN {
-        return Err(Error::Corrupt(CorruptKind::RecordTooLong));
-    }
+    let n = file.read(&mut bytes)?;
     LeaseState::parse(&bytes[..n])
 }
 
 fn write(file: &LockedFile<'_>, state: &LeaseState) -> Result<(), Error> {
-    sys::pwrite_all(file.fd, state.encode().as_bytes(), 0).map_err(Error::Os)
-}
-
-fn judge(record: &Record, cx: &Context<'_>) -> Result<crate::strategy::Holder, Error> {
-    Found { content: Ok(Parsed::Ours(*record)), written_at: cx.now }.judge(cx)
-}
-
-impl Lease {
-    pub fn new(spec: &Spec) -> Lease {
-        Lease {
-            file: GuardFile::new(spec.target().clone(), spec.options.mode.unwrap_or(0o666)),
-            signal: spec.options.signal,
-        }
-    }
-
-    pub fn path(&self) -> &CPath {
-        self.file.path()
-    }
+    file.write(state.encode().as_bytes())
 }
 
 impl Strategy for Lease {
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error> {
-        let file = self.file.lock_file(Patience::Attempt)?;
-        let (renewed, expires) = cx.renewed_with(expires);
-        let cx = &renewed;
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+        let signal = self.signal;
+        let file = self.lock(cx)?;
+        let now = file.now;
         let state = read(&file)?;
         match state {
             LeaseState::Free { not_before, .. } => {
-                if not_before.is_some_and(|at| cx.now < at) {
-                    return Err(Error::Busy);
+                if let Some(until) = not_before.filter(|at| !at.has_come(now)) {
+                    return Err(Error::Busy(Contention::CoolingDown { until: until.wall_as_seen(now) }));
                 }
             }
             LeaseState::Held(holder) => {
-                let verdict = judge(&holder, cx)?;
+                let verdict = judge_record(cx, &holder, now);
                 if !verdict.stale {
-                    return Err(Error::Busy);
+                    return Err(Error::Busy(Contention::Held(verdict.summary())));
                 }
                 // An expired holder that is still running must stop touching
                 // the resource; signal it only if it is provably that process,
                 // and never our own (another handle of ours that ran over).
-                if let Some(signal) = self.signal {
+                // The file is private to this user: the spec refuses `signal`
+                // with a shared mode, and `lock_file` refused it otherwise.
+                if let Some(signal) = signal.filter(|_| cx.sharing.is_private()) {
                     let other_process = holder.owner.process != cx.me.process;
-                    if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, cx.now) && other_process {
+                    if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, now) && other_process {
                         cx.me.signal_if_alive(&holder.owner, signal);
                     }
                 }
             }
         }
         // A lease file forged with the largest fence leaves none to hand out.
-        let fence = crate::fence::next(state.fence(), cx.now).ok_or(Error::Corrupt(CorruptKind::Record))?;
-        let record = Record { owner: *cx.me, nonce, fence, expires };
+        let fence = crate::fence::next(state.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+        let record = new_record(cx, nonce, fence, now, ttl);
         write(&file, &LeaseState::Held(record))?;
         Ok(record)
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let file = self.file.lock_file(Patience::Change)?;
-        let cx = &cx.renewed();
+        let file = self.lock(cx)?;
+        let now = file.now;
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => record,
             _ => return Ok(ReleaseOutcome::Lost),
         };
-        let not_before = (!cooldown.is_zero()).then(|| cx.now.saturating_add(cooldown));
+        let not_before = (!cooldown.is_zero()).then(|| now.saturating_add(cooldown));
         write(&file, &LeaseState::Free { not_before, fence: on_disk.fence })?;
-        Ok(ReleaseOutcome::of_own(on_disk.expires, cx.now))
+        Ok(ReleaseOutcome::of_own(on_disk.expires, now))
     }
 
-    fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error> {
-        let file = self.file.lock_file(Patience::Change)?;
-        let (renewed, expires) = cx.renewed_with(expires);
-        let cx = &renewed;
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        let file = self.lock(cx)?;
+        let now = file.now;
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => record,
             _ => return Ok(ProlongOutcome::Lost),
         };
-        write(&file, &LeaseState::Held(Record { expires, ..on_disk }))?;
-        Ok(ProlongOutcome::of_own(on_disk.expires, cx.now))
+        let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..on_disk };
+        write(&file, &LeaseState::Held(renewed))?;
+        held.expires = renewed.expires;
+        Ok(ProlongOutcome::of_own(on_disk.expires, now))
     }
 
     fn run_while_held(
@@ -230,21 +208,20 @@ impl Strategy for Lease {
         held: &Record,
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
-        let file = self.file.lock_file(Patience::Change)?;
-        let cx = &cx.renewed();
+        let file = self.lock(cx)?;
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => Some(record),
             _ => None,
         };
-        commit_if_current(on_disk, cx.now, action)
+        commit_if_current(on_disk, file.now, action)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        let file = self.file.lock_file(Patience::Change)?;
-        let cx = &cx.renewed();
+        let file = self.lock(cx)?;
+        let now = file.now;
         Ok(match read(&file)? {
             LeaseState::Held(record) => Inspection {
-                holder: Some(judge(&record, cx)?),
+                holder: Some(judge_record(cx, &record, now)),
                 last_fence: record.fence,
                 cooldown_until: None,
                 queue_length: None,
@@ -252,14 +229,14 @@ impl Strategy for Lease {
             LeaseState::Free { not_before, fence } => Inspection {
                 holder: None,
                 last_fence: fence,
-                cooldown_until: not_before.filter(|&at| cx.now < at),
+                cooldown_until: not_before.filter(|at| !at.has_come(now)).map(|at| at.wall_as_seen(now)),
                 queue_length: None,
             },
         })
     }
 
-    fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {
-        let file = self.file.lock_file(Patience::Change)?;
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        let file = self.lock(cx)?;
         match read(&file)? {
             LeaseState::Held(record) => {
                 write(&file, &LeaseState::Free { not_before: None, fence: record.fence })?;
@@ -268,40 +245,53 @@ impl Strategy for Lease {
             LeaseState::Free { .. } => Ok(false),
         }
     }
+
+    fn path(&self) -> &CPath {
+        self.file.path()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{BootId, BootTime, WallTime};
+    use crate::error::ErrorKind;
+    use crate::owner::{HostName, Owner};
 
     #[test]
     fn lease_records_round_trip_at_fixed_length() {
+        let mut owner = Owner::current().unwrap();
+        owner.host = HostName::from_bytes(&[b'h'; 64]).unwrap();
+        owner.process.pid = i32::MAX;
+        owner.process.start_ticks = u64::MAX;
+        let widest = Moment { wall: WallTime::from_unix_nanos(i64::MIN), boot: Some((BootId([0xff; 16]), BootTime::from_nanos(i64::MIN))) };
         let held = LeaseState::Held(Record {
-            owner: Owner::current().unwrap(),
+            owner,
             nonce: Nonce(u128::MAX),
             fence: u64::MAX,
-            expires: Some(WallTime::from_unix_nanos(i64::MIN + 1)),
+            since: WallTime::from_unix_nanos(i64::MIN),
+            expires: Some(widest),
         });
-        for state in [
-            held,
-            LeaseState::Free { not_before: None, fence: 3 },
-            LeaseState::Free { not_before: Some(WallTime::from_unix_nanos(5)), fence: 0 },
-        ] {
+        for state in [held, NEW_LEASE, LeaseState::Free { not_before: Some(widest), fence: u64::MAX }] {
             let text = state.encode();
             assert_eq!(text.as_bytes().len(), LEASE_RECORD_LEN);
             assert_eq!(LeaseState::parse(text.as_bytes()), Ok(state));
         }
-        assert_eq!(LeaseState::parse(b""), Ok(LeaseState::Free { not_before: None, fence: 0 }));
     }
 
     #[test]
-    fn damaged_lease_records_are_corrupt() {
-        let corrupt = Err(Error::Corrupt(CorruptKind::Record));
-        assert_eq!(LeaseState::parse(b"1234\t99\n"), corrupt);
-        let text = LeaseState::Free { not_before: None, fence: 3 }.encode();
-        assert_eq!(LeaseState::parse(&text.as_bytes()[..100]), corrupt);
+    fn a_file_that_is_no_lease_is_refused_and_a_damaged_one_is_corrupt() {
+        let kind = |bytes: &[u8]| LeaseState::parse(bytes).map_err(|e| e.kind());
+        assert_eq!(kind(b""), Err(ErrorKind::NotALock), "a lease is never left empty");
+        assert_eq!(kind(b"1234\t99\n"), Err(ErrorKind::NotALock));
+        let text = NEW_LEASE.encode();
+        assert_eq!(kind(&text.as_bytes()[..100]), Err(ErrorKind::Corrupt(CorruptKind::Record)));
         let mut bad = [b' '; LEASE_RECORD_LEN];
+        bad[..11].copy_from_slice(b"lease 2 hel");
         bad[LEASE_RECORD_LEN - 1] = b'\n';
-        assert_eq!(LeaseState::parse(&bad), corrupt);
+        assert_eq!(kind(&bad), Err(ErrorKind::Corrupt(CorruptKind::Record)));
+        let mut long = [b' '; LEASE_RECORD_LEN + 1];
+        long[..6].copy_from_slice(b"lease ");
+        assert_eq!(kind(&long), Err(ErrorKind::Corrupt(CorruptKind::RecordTooLong)));
     }
 }

@@ -1,11 +1,14 @@
 //! The strategies, each in its own file, behind one trait.
 //!
 //! A strategy knows how to make one attempt at a lock and how to change a
-//! lock it holds. It never waits, never retries a busy lock, and never
-//! decides policy: waiting lives in [`crate::wait`], the handle and its
-//! bookkeeping in [`crate::Lock`].
+//! lock it holds. It never retries a busy lock and never decides policy:
+//! waiting lives in [`crate::wait`], the handle and its bookkeeping in
+//! [`crate::Lock`]. The three strategies whose lock is a path that only a
+//! guard can make safe to break (`lockfile`, `mkdir`, `symlink`) are one
+//! skeleton, [`guarded::Guarded`], with the mechanism plugged in.
 
 pub mod flock;
+pub mod guarded;
 pub mod lease;
 pub mod lockfile;
 pub mod mkdir;
@@ -14,12 +17,13 @@ pub mod toplock;
 
 use core::time::Duration;
 
-use crate::clock::WallTime;
-use crate::error::{CorruptKind, Error};
+use crate::clock::{MonoTime, Moment, WallTime};
+use crate::error::{CorruptKind, Error, FileRole, HolderSummary};
 use crate::owner::{HostName, Liveness, Nonce, Owner};
-use crate::record::{self, Parsed, Record, RECORD_CAPACITY};
+use crate::record::Record;
 use crate::spec::{Options, StaleCheck};
-use crate::sys::{self, CPath, Errno, Fd, FileStat};
+use crate::sys::{CPath, FileStat};
+use crate::trust::Sharing;
 
 /// What every operation of a strategy is told.
 #[derive(Clone, Copy, Debug)]
@@ -27,31 +31,18 @@ pub struct Context<'a> {
     /// The calling process.
     pub me: &'a Owner,
     pub options: &'a Options,
-    /// One reading of the wall clock for the whole operation, so that a
-    /// decision and the record it writes agree.
-    pub now: WallTime,
+    /// Who the lock trusts and the modes of what it creates, from `mode`.
+    pub sharing: Sharing,
+    /// When the operation must have returned: every wait inside it (for a
+    /// guard, a lease or a queue file that other processes hold) ends then.
+    pub deadline: MonoTime,
 }
 
-impl<'a> Context<'a> {
-    /// This context with the wall clock read again, for an operation that
-    /// has just got its guard (or flock, or log). The wait for it may have
-    /// been long (a loaded machine, others' guard sections), and every
-    /// decision made under it (is the record expired, is the cooldown over)
-    /// and every time written under it must count from the moment the lock
-    /// could no longer change, not from before the wait: otherwise a lock
-    /// can be granted already expired, or a commit judged in time after its
-    /// TTL ran out.
-    pub fn renewed(&self) -> Context<'a> {
-        Context { now: WallTime::now(), ..*self }
-    }
-
-    /// [`renewed`](Self::renewed), and `expires` (asked for as of this
-    /// context's `now`) moved on by the time the wait took, so that a TTL
-    /// counts from the moment the record is written.
-    pub fn renewed_with(&self, expires: Option<WallTime>) -> (Context<'a>, Option<WallTime>) {
-        let renewed = self.renewed();
-        let waited = renewed.now.since(self.now);
-        (renewed, expires.map(|at| at.saturating_add(waited)))
+impl Context<'_> {
+    /// The time now, by both clocks. Read it once the operation holds what
+    /// excludes the others, never before waiting for that.
+    pub fn now(&self) -> Moment {
+        self.me.now()
     }
 }
 
@@ -69,7 +60,7 @@ pub enum ReleaseOutcome {
 
 impl ReleaseOutcome {
     /// The outcome of releasing a record that was still ours, by its expiry.
-    pub fn of_own(expires: Option<WallTime>, now: WallTime) -> ReleaseOutcome {
+    pub fn of_own(expires: Option<Moment>, now: Moment) -> ReleaseOutcome {
         if past_expiry(expires, now) {
             ReleaseOutcome::Expired
         } else {
@@ -92,7 +83,7 @@ pub enum ProlongOutcome {
 
 impl ProlongOutcome {
     /// The outcome of prolonging a record that was still ours, by its old expiry.
-    pub fn of_own(expires: Option<WallTime>, now: WallTime) -> ProlongOutcome {
+    pub fn of_own(expires: Option<Moment>, now: Moment) -> ProlongOutcome {
         if past_expiry(expires, now) {
             ProlongOutcome::Expired
         } else {
@@ -104,8 +95,9 @@ impl ProlongOutcome {
 /// Who holds a lock, as seen from outside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Holder {
+    /// 0 when the lock names no pid.
     pub pid: i32,
-    /// `None` for a LockFile::Simple stamp without host (same host assumed).
+    /// `None` for a peer's stamp without host (same host assumed).
     pub host: Option<HostName>,
     /// The full record, when the holder is this library.
     pub record: Option<Record>,
@@ -114,6 +106,17 @@ pub struct Holder {
     pub stale: bool,
     /// Whether the record is the one the inspecting handle holds.
     pub this_handle: bool,
+    /// When it took the lock (or, for a peer's lock, last wrote it).
+    pub since: Option<WallTime>,
+    /// When others may break it, on the wall clock as seen now.
+    pub expires: Option<WallTime>,
+}
+
+impl Holder {
+    /// The few words an error message gives the holder.
+    pub fn summary(&self) -> HolderSummary {
+        HolderSummary { pid: self.pid, host: self.host, since: self.since, expires: self.expires }
+    }
 }
 
 /// Whether an action that needs the lock ran.
@@ -135,7 +138,7 @@ pub struct Inspection {
     pub holder: Option<Holder>,
     /// The last fencing token handed out for this lock.
     pub last_fence: u64,
-    /// A released lock stays closed until then.
+    /// A released lock stays closed until then (wall clock, as seen now).
     pub cooldown_until: Option<WallTime>,
     /// Requests in the queue, the holder's included, for strategies that
     /// keep one (`toplock`); `None` for the others.
@@ -145,29 +148,35 @@ pub struct Inspection {
 /// The operations every strategy offers.
 ///
 /// # Contract
+/// * Every wait inside an operation (for a guard, a lease or a queue file)
+///   ends by `cx.deadline`, with [`Error::Busy`] and
+///   [`Contention::GuardHeld`](crate::error::Contention::GuardHeld).
 /// * Every operation reads the time it decides by, and computes the times it
-///   writes, only once it holds whatever excludes the other processes (its
-///   guard, flock or log): [`Context::renewed`], [`Context::renewed_with`].
+///   writes (an expiry is that time plus the `ttl` it is given), only once
+///   it holds whatever excludes the other processes, never before waiting
+///   for it.
 /// * `try_acquire` either creates a record for `nonce` that excludes every
 ///   other holder and returns it, or returns [`Error::Busy`] (held by someone
 ///   else, or cooling down) or another error. Its fence is strictly greater
 ///   than the fence of every earlier successful `try_acquire` of this lock,
-///   in any process.
+///   in any process, and never below [`crate::fence::next`]'s clock floor.
 /// * `release` and `prolong` act only on the record they are given, and only
 ///   if it is still the one on disk; otherwise they report `Lost` and change
-///   nothing.
+///   nothing. `prolong` moves `held`'s expiry to what it wrote.
 /// * A stale record (expired, or a provably dead owner when
 ///   `stale=pid`) is removed only by the operation that judged it, with no
 ///   window in which another process can create a fresh record that the
 ///   removal would then take away.
+/// * Nothing is written, truncated, renamed or removed that does not carry
+///   this library's format or a peer's lock format ([`crate::files`]).
 pub trait Strategy {
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, expires: Option<WallTime>) -> Result<Record, Error>;
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error>;
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error>;
-    fn prolong(&mut self, cx: &Context<'_>, held: &Record, expires: Option<WallTime>) -> Result<ProlongOutcome, Error>;
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error>;
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error>;
     /// Runs `action` only if `held` is still the lock's record and within its
     /// TTL, at a moment when no other process can take the lock over (under
-    /// the strategy's guard). The seed-000 commit step is built on this.
+    /// the strategy's guard). The commit step is built on this.
     fn run_while_held(
         &mut self,
         cx: &Context<'_>,
@@ -183,18 +192,29 @@ pub trait Strategy {
     /// Removes the lock whoever holds it (an operator's tool). `Ok(false)`
     /// when it was free.
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error>;
+    /// The path that is the lock.
+    fn path(&self) -> &CPath;
+    /// The guard beside it, for the strategies that keep one.
+    fn guard_path(&self) -> Option<&CPath> {
+        None
+    }
 }
 
 /// Whether a held record has run past its expiry at `now`.
-pub fn past_expiry(expires: Option<WallTime>, now: WallTime) -> bool {
-    expires.is_some_and(|at| at <= now)
+pub fn past_expiry(expires: Option<Moment>, now: Moment) -> bool {
+    expires.is_some_and(|at| at.has_come(now))
+}
+
+/// A new record for this process, taken at `now`.
+pub fn new_record(cx: &Context<'_>, nonce: Nonce, fence: u64, now: Moment, ttl: Option<Duration>) -> Record {
+    Record { owner: *cx.me, nonce, fence, since: now.wall, expires: ttl.map(|ttl| now.saturating_add(ttl)) }
 }
 
 /// The commit decision once the current record is known: run `action` if
 /// `on_disk` is ours and unexpired.
 pub fn commit_if_current(
     on_disk: Option<Record>,
-    now: WallTime,
+    now: Moment,
     action: &mut dyn FnMut() -> Result<(), Error>,
 ) -> Result<CommitOutcome, Error> {
     match on_disk {
@@ -204,164 +224,114 @@ pub fn commit_if_current(
     }
 }
 
-/// A lock record found on disk, with the time it was written.
+/// Judges a record of this library at `now`: its holder, and whether the
+/// next acquirer would break it (past its expiry, or, with `stale=pid`, its
+/// owner provably dead).
+pub fn judge_record(cx: &Context<'_>, rec: &Record, now: Moment) -> Holder {
+    let liveness = cx.me.judge(&rec.owner);
+    Holder {
+        pid: rec.owner.process.pid,
+        host: Some(rec.owner.host),
+        record: Some(*rec),
+        liveness,
+        stale: past_expiry(rec.expires, now) || (cx.options.stale == StaleCheck::DeadOwner && liveness == Liveness::Dead),
+        this_handle: false,
+        since: Some(rec.since),
+        expires: rec.expires.map(|at| at.wall_as_seen(now)),
+    }
+}
+
+/// How liblockfile judges its own locks without a pid: stale once this long
+/// after they were last written (or touched with `lockfile_touch`).
+pub const PID_LESS_LIFETIME: Duration = Duration::from_secs(300);
+
+/// What holds a lock found at its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holding {
+    /// A record of this library.
+    Ours(Record),
+    /// A lock made by a peer, judged by that peer's rules.
+    Foreign { pid: i32, host: Option<HostName>, rule: ForeignRule },
+    /// This library's format, damaged: no owner to judge, so stale by age
+    /// only (its file's time plus the `ttl`).
+    Corrupt(CorruptKind),
+}
+
+/// How a peer's lock goes stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignRule {
+    /// A LockFile::Simple or liblockfile stamp with a pid: by age (`ttl`)
+    /// from its file's time, or, with `stale=pid`, when the pid is dead.
+    Stamp,
+    /// liblockfile's lock without a pid: [`PID_LESS_LIFETIME`] after its
+    /// file's time, whatever the `ttl`.
+    PidLess,
+    /// A lock that names nobody (an empty lock file of a writer between its
+    /// create and its write, an empty directory of a shell `mkdir`): by age.
+    Anonymous,
+    /// A symlink of another program: once its mtime, the expiry, has passed.
+    ExpiresAtMtime,
+}
+
+/// A lock found at its path: what holds it, when its file was written, and
+/// which file it was (so that only that one is ever removed).
 #[derive(Clone, Copy, Debug)]
 pub struct Found {
-    pub content: Result<Parsed, CorruptKind>,
+    pub holding: Holding,
     pub written_at: WallTime,
+    pub stat: FileStat,
 }
 
 impl Found {
-    pub fn from_bytes(bytes: &[u8], stat: &FileStat) -> Found {
-        let content =
-            if bytes.len() > RECORD_CAPACITY { Err(CorruptKind::RecordTooLong) } else { record::parse(bytes) };
-        Found { content, written_at: WallTime::from_unix_nanos(stat.mtime_ns) }
-    }
-
     /// The record, if it names `nonce`, i.e. is the one this handle wrote.
     /// Its expiry is the one that counts: a watchdog or an operator may have
     /// moved it since this handle last did.
     pub fn ours(&self, nonce: Nonce) -> Option<Record> {
-        match self.content {
-            Ok(Parsed::Ours(rec)) if rec.nonce == nonce => Some(rec),
+        match self.holding {
+            Holding::Ours(rec) if rec.nonce == nonce => Some(rec),
             _ => None,
         }
     }
 
-    /// Judges the record: who holds it and whether it may be broken.
-    /// A corrupt record has no holder to judge; it is stale by age only, and
-    /// otherwise an error the caller must see.
-    pub fn judge(&self, cx: &Context<'_>) -> Result<Holder, Error> {
-        let aged_out = cx.options.ttl.is_some_and(|ttl| self.written_at.saturating_add(ttl) <= cx.now);
+    /// The fence a record of ours carries: a guard must never hand out one
+    /// below it (the guard file may have been lost).
+    pub fn fence(&self) -> u64 {
+        match self.holding {
+            Holding::Ours(rec) => rec.fence,
+            _ => 0,
+        }
+    }
+
+    /// Judges the lock at `now`: who holds it and whether it may be broken.
+    pub fn judge(&self, cx: &Context<'_>, now: Moment) -> Result<Holder, Error> {
+        let aged_out = cx.options.ttl.is_some_and(|ttl| self.written_at.saturating_add(ttl) <= now.wall);
         let check_owner = cx.options.stale == StaleCheck::DeadOwner;
-        let holder = match self.content {
-            Ok(Parsed::Ours(rec)) => {
-                let liveness = cx.me.judge(&rec.owner);
-                Holder {
-                    pid: rec.owner.process.pid,
-                    host: Some(rec.owner.host),
-                    record: Some(rec),
-                    liveness,
-                    // Our records carry their own expiry, set by the writer's TTL.
-                    stale: past_expiry(rec.expires, cx.now) || (check_owner && liveness == Liveness::Dead),
-                    this_handle: false,
-                }
-            }
-            Ok(Parsed::Foreign { pid, host }) => {
-                let liveness = cx.me.judge_foreign(pid, host.as_ref(), self.written_at);
-                Holder {
-                    pid,
-                    host,
-                    record: None,
-                    liveness,
-                    stale: aged_out || (check_owner && liveness == Liveness::Dead),
-                    this_handle: false,
-                }
-            }
-            Ok(Parsed::Empty) => Holder {
-                pid: 0,
-                host: None,
-                record: None,
-                liveness: Liveness::Unknown,
-                stale: aged_out,
-                this_handle: false,
-            },
-            Err(_) if aged_out => Holder {
-                pid: 0,
-                host: None,
-                record: None,
-                liveness: Liveness::Unknown,
-                stale: true,
-                this_handle: false,
-            },
-            Err(kind) => return Err(Error::Corrupt(kind)),
+        let nobody = Holder {
+            pid: 0,
+            host: None,
+            record: None,
+            liveness: Liveness::Unknown,
+            stale: aged_out,
+            this_handle: false,
+            since: Some(self.written_at),
+            expires: cx.options.ttl.map(|ttl| self.written_at.saturating_add(ttl)),
         };
-        Ok(holder)
+        Ok(match self.holding {
+            Holding::Ours(rec) => judge_record(cx, &rec, now),
+            Holding::Foreign { pid, host, rule: ForeignRule::Stamp } => {
+                let liveness = cx.me.judge_foreign(pid, host.as_ref(), self.written_at);
+                Holder { pid, host, liveness, stale: aged_out || (check_owner && liveness == Liveness::Dead), ..nobody }
+            }
+            Holding::Foreign { rule: ForeignRule::PidLess, .. } => {
+                let expires = self.written_at.saturating_add(PID_LESS_LIFETIME);
+                Holder { stale: expires <= now.wall, expires: Some(expires), ..nobody }
+            }
+            Holding::Foreign { rule: ForeignRule::Anonymous, .. } => nobody,
+            Holding::Foreign { rule: ForeignRule::ExpiresAtMtime, .. } => {
+                Holder { stale: self.written_at <= now.wall, since: None, expires: Some(self.written_at), ..nobody }
+            }
+            Holding::Corrupt(_) if aged_out => nobody,
+            Holding::Corrupt(kind) => return Err(Error::corrupt(FileRole::Lock, kind)),
+        })
     }
-}
-
-/// Reads a lock record through an open directory (`dir`) or a path, never
-/// following a symlink, never blocking on a planted fifo, never reading more
-/// than one byte past the longest record. `Ok(None)` when there is none.
-pub fn read_record(
-    open: impl FnOnce() -> Result<Fd, Errno>,
-    path_for_errors: Option<&CPath>,
-) -> Result<Option<Found>, Error> {
-    let fd = match open() {
-        Ok(fd) => fd,
-        Err(Errno::ENOENT) => return Ok(None),
-        Err(Errno::ELOOP) => return Err(Error::Symlink),
-        Err(Errno::ENOTDIR) if path_for_errors.is_some() => return Err(Error::NotALock),
-        Err(e) => return Err(Error::from_path_errno(e)),
-    };
-    let stat = sys::fstat(&fd).map_err(Error::Os)?;
-    if !stat.is_file() {
-        return Err(Error::NotALock);
-    }
-    let mut bytes = [0u8; RECORD_CAPACITY + 1];
-    let n = sys::read_full(&fd, &mut bytes).map_err(Error::Os)?;
-    Ok(Some(Found::from_bytes(&bytes[..n], &stat)))
-}
-
-/// Flags for reading a record: `O_NONBLOCK` so that a fifo planted where a
-/// record belongs cannot hang the reader (the type is checked after open).
-pub const READ_RECORD_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
-
-/// Flags for creating a file that must not exist yet.
-pub const CREATE_NEW_FLAGS: libc::c_int = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY;
-
-/// Writes `bytes` into a new file made by `create`; on a failed write the
-/// half-written file is removed by `remove`, so no partial record is left.
-pub fn write_new_file(
-    create: impl FnOnce() -> Result<Fd, Errno>,
-    bytes: &[u8],
-    remove: impl FnOnce() -> Result<(), Errno>,
-) -> Result<(), Error> {
-    let fd = create().map_err(Error::from_path_errno)?;
-    if let Err(e) = sys::write_all(&fd, bytes) {
-        drop(fd);
-        let _ = remove();
-        return Err(Error::Os(e));
-    }
-    Ok(())
-}
-
-/// Ignores "it was not there": removal of something that may be gone already.
-pub fn ignore_missing(result: Result<(), Errno>) -> Result<(), Error> {
-    match result {
-        Ok(()) | Err(Errno::ENOENT) => Ok(()),
-        Err(e) => Err(Error::from_path_errno(e)),
-    }
-}
-
-/// Renames a finished `temp` (file, directory or symlink) to `lock` only if
-/// nothing is at `lock`. `Ok(false)` when something is; `temp` is then left
-/// for the caller to remove.
-pub fn rename_into_place(temp: &CPath, lock: &CPath) -> Result<bool, Error> {
-    match sys::rename_noreplace(temp, lock) {
-        Ok(()) => Ok(true),
-        Err(Errno::EEXIST) | Err(Errno::ENOTEMPTY) => Ok(false),
-        // No RENAME_NOREPLACE here (NFS, old kernels): a plain rename onto a
-        // missing name is as atomic. Our creators hold the guard, so only a
-        // foreign program can create the lock between the lstat and the
-        // rename; an empty directory it made there would be replaced.
-        Err(e) if e.raw() == libc::EINVAL || e.raw() == libc::ENOSYS => match sys::lstat(lock) {
-            Err(Errno::ENOENT) => sys::rename(temp, lock).map(|()| true).map_err(Error::from_path_errno),
-            _ => Ok(false),
-        },
-        Err(e) => Err(Error::from_path_errno(e)),
-    }
-}
-
-/// `path` + `suffix`, as a lock-path error if too long.
-pub fn with_suffix(path: &CPath, suffix: &[u8]) -> Result<CPath, Error> {
-    CPath::from_parts(&[path.as_bytes(), suffix]).map_err(|_| path_too_long())
-}
-
-pub fn path_too_long() -> Error {
-    Error::Spec(crate::error::SpecError::new(
-        crate::error::SpecErrorKind::PathTooLong,
-        b"",
-        "a path derived from the target is longer than PATH_MAX",
-    ))
 }

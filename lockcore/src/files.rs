@@ -1,0 +1,188 @@
+//! How the library makes and takes away files in a directory that other
+//! users and other programs share.
+//!
+//! * **Helper names nobody can predict.** A lock, its guard, its lease or
+//!   its queue is built under a name of 128 random bits beside it
+//!   ([`helper_path`]), created exclusively, and only then linked or renamed
+//!   into place. No fixed name (`<lock>.tmp`, `<lock>.new`) exists that
+//!   another lock could be called, that a crashed creator's leftover could
+//!   sit on, or that another user could plant to make every acquisition
+//!   fail.
+//! * **Complete or absent.** A file appears under its real name whole
+//!   ([`open_state_file`], and the strategies' own `link`/`rename`), so a
+//!   reader never sees one empty or half-written, and an empty file at a
+//!   lock's path is never one of ours.
+//! * **Exact modes.** What is created gets exactly the bits asked for
+//!   (`fchmod` after the create), whatever the umask.
+//! * **Remove only what was judged.** Taking away a file another program
+//!   may replace at any moment goes through [`remove_judged`]: the entry is
+//!   renamed aside in one step, and removed only if it is the very file that
+//!   was judged; otherwise it is put back.
+
+use crate::error::{Error, FileError, FileRole};
+use crate::owner::Nonce;
+use crate::sys::{self, CPath, Errno, Fd, FileStat};
+use crate::trust::Sharing;
+
+/// `<path>.<32 random hex digits>`: a name beside `path` that nobody can
+/// guess, so nobody can have planted anything there.
+pub fn helper_path(path: &CPath) -> Result<CPath, Error> {
+    let random = Nonce::random()?.hex();
+    CPath::from_parts(&[path.as_bytes(), b".", &random]).map_err(|_| path_too_long())
+}
+
+/// Creates a file under a fresh helper name beside `beside`, with exactly
+/// `mode` and holding `bytes`, and returns its name. On any failure nothing
+/// is left behind.
+pub fn create_helper_file(beside: &CPath, mode: u32, bytes: &[u8]) -> Result<CPath, Error> {
+    let helper = helper_path(beside)?;
+    let fd = sys::open(&helper, CREATE_NEW_FLAGS, 0).map_err(|e| FileError::from_errno(FileRole::Helper, &helper, e))?;
+    let written = sys::fchmod(&fd, mode).and_then(|()| sys::write_all(&fd, bytes));
+    drop(fd);
+    if let Err(e) = written {
+        let _ = sys::unlink(&helper);
+        return Err(FileError::io(FileRole::Helper, e));
+    }
+    Ok(helper)
+}
+
+/// Flags for creating a file that must not exist yet.
+pub const CREATE_NEW_FLAGS: libc::c_int = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY;
+
+/// Flags for reading a record: `O_NONBLOCK` so that a fifo planted where a
+/// record belongs cannot hang the reader (the type is checked after open).
+pub const READ_RECORD_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+
+/// Opens a file that keeps a lock's state (a guard, a lease, a queue) for
+/// reading and writing, first creating it, complete with `initial` and with
+/// exactly the sharing's mode, if it does not exist. The file is checked
+/// before it is returned: a regular file ([`Problem::NotALock`] otherwise),
+/// trusted by `sharing`, in a directory that keeps untrusted users from
+/// replacing it. Whether its content is the caller's format is the caller's
+/// to check, before it writes anything.
+///
+/// [`Problem::NotALock`]: crate::error::Problem::NotALock
+pub fn open_state_file(
+    path: &CPath,
+    role: FileRole,
+    sharing: Sharing,
+    initial: &[u8],
+    extra_flags: libc::c_int,
+) -> Result<(Fd, FileStat), Error> {
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK | extra_flags;
+    // Two rounds: a file removed between our link and our open (an
+    // operator, a cleaner of /tmp) is made once more.
+    for _ in 0..2 {
+        match sys::open(path, flags, 0) {
+            Ok(fd) => {
+                let stat = sys::fstat(&fd).map_err(|e| FileError::io(role, e))?;
+                if !stat.is_file() {
+                    return Err(Error::not_a_lock(role));
+                }
+                sharing.check(role, &stat)?;
+                check_directory(path, sharing)?;
+                return Ok((fd, stat));
+            }
+            Err(Errno::ENOENT) => {
+                check_directory(path, sharing)?;
+                let helper = create_helper_file(path, sharing.mode(), initial)?;
+                let linked = sys::link(&helper, path);
+                let _ = sys::unlink(&helper);
+                match linked {
+                    // Someone else made it first: theirs is as good as ours.
+                    Ok(()) | Err(Errno::EEXIST) => continue,
+                    Err(e) => return Err(FileError::from_errno(role, path, e)),
+                }
+            }
+            Err(e) => return Err(FileError::from_errno(role, path, e)),
+        }
+    }
+    Err(FileError::from_errno(role, path, Errno::ENOENT))
+}
+
+/// Checks the directory that holds `path` ([`Sharing::check_dir`]).
+pub fn check_directory(path: &CPath, sharing: Sharing) -> Result<(), Error> {
+    let dir = CPath::from_parts(&[path.parent()]).map_err(|_| path_too_long())?;
+    let stat = sys::lstat(&dir).map_err(|e| FileError::from_errno(FileRole::Directory, &dir, e))?;
+    sharing.check_dir(&stat)
+}
+
+/// Removes what is at `path` only if it is still the file, directory or
+/// link `judged` (same device and inode): renamed aside under a helper
+/// name in one step, compared there, and then removed by `remove` (a
+/// directory needs more than an unlink). If another program put a new lock
+/// at `path` since it was judged, that one is renamed back untouched, and
+/// the answer is `Ok(false)`; `Ok(true)` once the judged one is gone (or
+/// was gone already).
+pub fn remove_judged(
+    path: &CPath,
+    judged: &FileStat,
+    remove: impl FnOnce(&CPath) -> Result<(), Error>,
+) -> Result<bool, Error> {
+    let aside = helper_path(path)?;
+    match sys::rename_noreplace(path, &aside) {
+        Ok(()) => {}
+        Err(Errno::ENOENT) => return Ok(true),
+        // No RENAME_NOREPLACE here (NFS, old kernels): the helper name is
+        // fresh and unguessable, so a plain rename replaces nothing.
+        Err(e) if e == Errno::EINVAL || e == Errno::ENOSYS => {
+            sys::rename(path, &aside).map_err(|e| FileError::from_errno(FileRole::Lock, path, e))?
+        }
+        Err(e) => return Err(FileError::from_errno(FileRole::Lock, path, e)),
+    }
+    match sys::lstat(&aside) {
+        Ok(moved) if moved.same_file(judged) => {
+            remove(&aside)?;
+            Ok(true)
+        }
+        _ => {
+            // Not the one we judged: give it back its name. If yet another
+            // one took that name meanwhile, the one we hold aside is left
+            // there rather than destroyed.
+            let _ = sys::rename_noreplace(&aside, path);
+            Ok(false)
+        }
+    }
+}
+
+/// Ignores "it was not there": removal of something that may be gone already.
+pub fn ignore_missing(result: Result<(), Errno>, role: FileRole, path: &CPath) -> Result<(), Error> {
+    match result {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(FileError::from_errno(role, path, e)),
+    }
+}
+
+/// Renames a finished helper (file, directory or symlink) to `lock` only if
+/// nothing is at `lock`. `Ok(false)` when something is; the helper is then
+/// left for the caller to remove.
+pub fn rename_into_place(helper: &CPath, lock: &CPath) -> Result<bool, Error> {
+    match sys::rename_noreplace(helper, lock) {
+        Ok(()) => Ok(true),
+        Err(Errno::EEXIST) | Err(Errno::ENOTEMPTY) => Ok(false),
+        // No RENAME_NOREPLACE here (NFS, old kernels): a plain rename onto a
+        // missing name is as atomic. Our creators hold the guard, so only a
+        // foreign program can create the lock between the lstat and the
+        // rename; an empty directory it made there would be replaced.
+        Err(e) if e == Errno::EINVAL || e == Errno::ENOSYS => match sys::lstat(lock) {
+            Err(Errno::ENOENT) => {
+                sys::rename(helper, lock).map(|()| true).map_err(|e| FileError::from_errno(FileRole::Lock, lock, e))
+            }
+            _ => Ok(false),
+        },
+        Err(e) => Err(FileError::from_errno(FileRole::Lock, lock, e)),
+    }
+}
+
+/// `path` + `suffix`, as a lock-path error if too long.
+pub fn with_suffix(path: &CPath, suffix: &[u8]) -> Result<CPath, Error> {
+    CPath::from_parts(&[path.as_bytes(), suffix]).map_err(|_| path_too_long())
+}
+
+pub fn path_too_long() -> Error {
+    Error::Spec(crate::error::SpecError::new(
+        crate::error::SpecErrorKind::PathTooLong,
+        b"",
+        "a path derived from the target is longer than PATH_MAX",
+    ))
+}

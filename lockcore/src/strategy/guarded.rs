@@ -1,0 +1,159 @@
+//! The skeleton of every strategy whose lock is a path made atomically but
+//! broken in steps (`lockfile`, `mkdir`, `symlink`): each plugs in how its
+//! lock is read, made, replaced and removed ([`LockStore`]), and
+//! [`Guarded`] owns every policy once: the guard, the clock read under it,
+//! the cooldown, judging what was found, fences, breaking a stale lock and
+//! the outcomes of release, prolong and commit.
+//!
+//! Every operation runs inside one guard section ([`crate::guard`]), so
+//! "judge the record, remove exactly it" cannot race with another breaker
+//! or creator of this library. Programs that take no guard (LockFile::Simple,
+//! liblockfile, a shell `mkdir`) can still create a lock at the path at any
+//! moment; [`LockStore::remove`] of their locks therefore checks, right
+//! before removing, that it is still the file that was judged
+//! ([`crate::files::remove_judged`]).
+
+use core::time::Duration;
+
+use crate::error::{Contention, Error, FileRole};
+use crate::guard::{guard_path, GuardFile};
+use crate::owner::Nonce;
+use crate::record::Record;
+use crate::strategy::{
+    commit_if_current, new_record, CommitOutcome, Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+};
+use crate::sys::CPath;
+use crate::trust::Sharing;
+
+/// How one strategy keeps its lock at its path. Every method is called
+/// with the guard held.
+pub trait LockStore {
+    /// What is at the lock's path now; `None` when nothing is. Something
+    /// that is no lock (a data file, a directory with files in it) is
+    /// [`Problem::NotALock`](crate::error::Problem::NotALock); something
+    /// another user could have written is refused by `cx.sharing`.
+    fn read(&self, cx: &Context<'_>) -> Result<Option<Found>, Error>;
+    /// Makes the lock, holding `record`, where nothing is, in one step, so
+    /// that it never appears incomplete. `Ok(None)` if something appeared
+    /// there meanwhile (only a program that takes no guard can make one);
+    /// otherwise the record as stored (a file system may round its expiry).
+    fn create(&self, cx: &Context<'_>, record: &Record) -> Result<Option<Record>, Error>;
+    /// Replaces our lock `found` with one holding `record`, in one step.
+    fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<(), Error>;
+    /// Removes the lock `found`, and nothing else: `Ok(false)` if a peer
+    /// had put another lock there since it was read (that one is left).
+    fn remove(&self, cx: &Context<'_>, found: &Found) -> Result<bool, Error>;
+    /// The path that is the lock.
+    fn path(&self) -> &CPath;
+}
+
+/// A [`LockStore`] with the guard beside it: a whole [`Strategy`].
+#[derive(Debug)]
+pub struct Guarded<S> {
+    store: S,
+    guard: GuardFile,
+}
+
+impl<S: LockStore> Guarded<S> {
+    pub fn new(store: S, sharing: Sharing) -> Result<Guarded<S>, Error> {
+        let guard = GuardFile::new(guard_path(store.path())?, FileRole::Guard, sharing);
+        Ok(Guarded { store, guard })
+    }
+}
+
+impl<S: LockStore> Strategy for Guarded<S> {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+        let mut guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let now = guard.now;
+        if let Some(cooling) = guard.state.cooldown_contention(now) {
+            return Err(Error::Busy(cooling));
+        }
+        let found = self.store.read(cx)?;
+        if let Some(found) = &found {
+            // Never a fence below one on disk: the guard file may have been
+            // lost while the lock it guards was held.
+            guard.state.fence = guard.state.fence.max(found.fence());
+            let holder = found.judge(cx, now)?;
+            if !holder.stale {
+                return Err(Error::Busy(Contention::Held(holder.summary())));
+            }
+        }
+        // Drawn before a stale lock goes: one forged with the largest fence
+        // is refused while it is still there, not forgotten.
+        let fence = guard.state.next_fence(now)?;
+        if let Some(found) = &found {
+            // Judged and removed inside one guard section: this is the exact
+            // lock that was judged stale, and none of ours can replace it in
+            // between; a peer's that did is left alone.
+            if !self.store.remove(cx, found)? {
+                return Err(Error::Busy(Contention::Raced));
+            }
+        }
+        // The fence is stored before the lock is created: a crash in between
+        // skips a number, which is allowed, but never hands one out twice.
+        guard.state.cooldown_until = None;
+        guard.store()?;
+        self.store.create(cx, &new_record(cx, nonce, fence, now, ttl))?.ok_or(Error::Busy(Contention::Raced))
+    }
+
+    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        let mut guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let Some(found) = self.store.read(cx)? else { return Ok(ReleaseOutcome::Lost) };
+        let Some(on_disk) = found.ours(held.nonce) else { return Ok(ReleaseOutcome::Lost) };
+        self.store.remove(cx, &found)?;
+        guard.start_cooldown(cooldown)?;
+        Ok(ReleaseOutcome::of_own(on_disk.expires, guard.now))
+    }
+
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        let guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let Some(found) = self.store.read(cx)? else { return Ok(ProlongOutcome::Lost) };
+        let Some(on_disk) = found.ours(held.nonce) else { return Ok(ProlongOutcome::Lost) };
+        let renewed = Record { expires: ttl.map(|ttl| guard.now.saturating_add(ttl)), ..on_disk };
+        self.store.replace(cx, &found, &renewed)?;
+        held.expires = renewed.expires;
+        Ok(ProlongOutcome::of_own(on_disk.expires, guard.now))
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let on_disk = self.store.read(cx)?.and_then(|found| found.ours(held.nonce));
+        commit_if_current(on_disk, guard.now, action)
+    }
+
+    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        let guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let found = self.store.read(cx)?;
+        let holder = match &found {
+            Some(found) => Some(found.judge(cx, guard.now)?),
+            None => None,
+        };
+        Ok(Inspection {
+            holder,
+            last_fence: guard.state.fence.max(found.map_or(0, |found| found.fence())),
+            cooldown_until: guard.state.cooldown_until.filter(|_| guard.state.cooling_down(guard.now)).map(|until| until.wall_as_seen(guard.now)),
+            queue_length: None,
+        })
+    }
+
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        let _guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        match self.store.read(cx)? {
+            Some(found) => self.store.remove(cx, &found),
+            None => Ok(false),
+        }
+    }
+
+    fn path(&self) -> &CPath {
+        self.store.path()
+    }
+
+    fn guard_path(&self) -> Option<&CPath> {
+        Some(self.guard.path())
+    }
+}

@@ -1,0 +1,244 @@
+//! The lines of a `toplock` queue file, and their one text form.
+//!
+//! ```text
+//! H 4 <boot id|-> <not before> <last end> <floor> <last fence> <head since|->   header: first, once
+//! R <nonce> <host> <boot|-> <pid> <start> <ttl|-> <t>   request (its place in the file is its place in the queue)
+//! G <nonce> <expires|never> <t> <fence>                 grant or renewal, written by the requester
+//! D <nonce> <t> <not before>                            done: released (with cooldown) or abandoned
+//! X <nonce> <t>                                         skip: the requester was found dead
+//! B <nonce> <t>                                         broken by an operator
+//! ```
+//!
+//! Every time is nanoseconds of the boot clock of the boot the header
+//! names, which nobody can step ([`crate::clock`]); `ttl` is a duration in
+//! nanoseconds. The header is what makes a file a queue of this library:
+//! a file whose first line is no header is never appended to.
+
+use core::fmt::Write;
+use core::time::Duration;
+
+use crate::clock::BootId;
+use crate::owner::{Nonce, Owner};
+use crate::text::{parse_i64, parse_u64, FixedText, Words};
+
+/// The longest line: a request with a 64-byte host name and every number
+/// at its widest is about 190 bytes.
+pub const LINE_CAPACITY: usize = 240;
+
+/// The format version a header names; a queue of another version is never
+/// replayed by this one's rules.
+const VERSION: &[u8] = b"4";
+
+/// A grant's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    No,
+    /// Held until this boot-clock time.
+    Until(i64),
+    Forever,
+}
+
+/// The replay state a compaction carries in the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The boot whose clock the times count on.
+    pub boot: Option<BootId>,
+    /// A cooldown: nobody is granted the lock before then.
+    pub not_before: i64,
+    /// When the last holder's turn ended.
+    pub last_end: i64,
+    /// The latest time written in the log: the log's clock never runs back.
+    pub floor: i64,
+    /// The last fencing token handed out.
+    pub last_fence: u64,
+    /// When the first request after the header became head (its own line
+    /// is replayed at the header's time).
+    pub head_since: Option<i64>,
+}
+
+/// One parsed line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Line {
+    Header(Header),
+    /// A header of another format version: this log is not ours to replay.
+    OtherVersion,
+    Request { nonce: Nonce, owner: Owner, patience: Option<i64>, t: i64 },
+    Grant { nonce: Nonce, until: Grant, t: i64, fence: u64 },
+    Done { nonce: Nonce, t: i64, not_before: i64 },
+    Skip { nonce: Nonce, t: i64 },
+    Broken { nonce: Nonce, t: i64 },
+}
+
+impl Line {
+    /// Parses one line, without its newline. `None` for anything that is
+    /// not exactly one of the forms above.
+    pub fn parse(line: &[u8]) -> Option<Line> {
+        let mut words = Words::new(line);
+        let kind = words.next()?;
+        let nonce = |words: &mut Words<'_>| words.next().and_then(Nonce::parse_hex);
+        let int = |words: &mut Words<'_>| words.next().and_then(parse_i64);
+        let parsed = match kind {
+            b"H" => {
+                if words.next()? != VERSION {
+                    return Some(Line::OtherVersion);
+                }
+                Line::Header(Header {
+                    boot: match words.next()? {
+                        b"-" => None,
+                        hex => Some(BootId::parse(hex)?),
+                    },
+                    not_before: int(&mut words)?,
+                    last_end: int(&mut words)?,
+                    floor: int(&mut words)?,
+                    last_fence: parse_u64(words.next()?)?,
+                    head_since: match words.next()? {
+                        b"-" => None,
+                        ns => Some(parse_i64(ns)?),
+                    },
+                })
+            }
+            b"R" => Line::Request {
+                nonce: nonce(&mut words)?,
+                owner: Owner::parse(&mut words)?,
+                patience: match words.next()? {
+                    b"-" => None,
+                    ns => Some(parse_i64(ns).filter(|&ns| ns >= 0)?),
+                },
+                t: int(&mut words)?,
+            },
+            b"G" => Line::Grant {
+                nonce: nonce(&mut words)?,
+                until: match words.next()? {
+                    b"never" => Grant::Forever,
+                    ns => Grant::Until(parse_i64(ns)?),
+                },
+                t: int(&mut words)?,
+                fence: parse_u64(words.next()?)?,
+            },
+            b"D" => Line::Done { nonce: nonce(&mut words)?, t: int(&mut words)?, not_before: int(&mut words)? },
+            b"X" => Line::Skip { nonce: nonce(&mut words)?, t: int(&mut words)? },
+            b"B" => Line::Broken { nonce: nonce(&mut words)?, t: int(&mut words)? },
+            _ => return None,
+        };
+        words.is_done().then_some(parsed)
+    }
+
+    /// The line, newline included.
+    pub fn encode(&self) -> FixedText<LINE_CAPACITY> {
+        let mut out = FixedText::new();
+        // Bounded fields (a 64-byte host, fixed-width numbers): every line
+        // fits; the tests check the longest of each kind.
+        let _ = self.write_to(&mut out);
+        out
+    }
+
+    fn write_to(&self, out: &mut FixedText<LINE_CAPACITY>) -> core::fmt::Result {
+        match *self {
+            Line::Header(h) => {
+                out.push_bytes(b"H 4 ")?;
+                match h.boot {
+                    Some(boot) => write!(out, "{boot:?}")?,
+                    None => out.push_bytes(b"-")?,
+                }
+                write!(out, " {} {} {} {}", h.not_before, h.last_end, h.floor, h.last_fence)?;
+                match h.head_since {
+                    Some(t) => writeln!(out, " {t}"),
+                    None => out.push_bytes(b" -\n"),
+                }
+            }
+            Line::OtherVersion => out.push_bytes(b"H 0\n"),
+            Line::Request { nonce, owner, patience, t } => {
+                out.push_bytes(b"R ")?;
+                out.push_bytes(&nonce.hex())?;
+                out.push_bytes(b" ")?;
+                owner.encode_into(out)?;
+                match patience {
+                    Some(ns) => write!(out, " {ns}")?,
+                    None => out.push_bytes(b" -")?,
+                }
+                writeln!(out, " {t}")
+            }
+            Line::Grant { nonce, until, t, fence } => {
+                out.push_bytes(b"G ")?;
+                out.push_bytes(&nonce.hex())?;
+                match until {
+                    Grant::Until(ns) => write!(out, " {ns}")?,
+                    Grant::Forever | Grant::No => out.push_bytes(b" never")?,
+                }
+                writeln!(out, " {t} {fence}")
+            }
+            Line::Done { nonce, t, not_before } => {
+                out.push_bytes(b"D ")?;
+                out.push_bytes(&nonce.hex())?;
+                writeln!(out, " {t} {not_before}")
+            }
+            Line::Skip { nonce, t } | Line::Broken { nonce, t } => {
+                out.push_bytes(if matches!(self, Line::Skip { .. }) { b"X " } else { b"B " })?;
+                out.push_bytes(&nonce.hex())?;
+                writeln!(out, " {t}")
+            }
+        }
+    }
+}
+
+/// A duration as the nanoseconds a line carries.
+pub fn nanos(d: Duration) -> i64 {
+    d.as_nanos().min(i64::MAX as u128) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::owner::HostName;
+
+    fn widest_owner() -> Owner {
+        let mut owner = Owner::current().unwrap();
+        owner.host = HostName::from_bytes(&[b'h'; 64]).unwrap();
+        owner.boot = Some(BootId([0xff; 16]));
+        owner.process.pid = i32::MAX;
+        owner.process.start_ticks = u64::MAX;
+        owner
+    }
+
+    #[test]
+    fn every_line_round_trips_and_fits() {
+        let nonce = Nonce(u128::MAX);
+        let lines = [
+            Line::Header(Header {
+                boot: Some(BootId([0xab; 16])),
+                not_before: i64::MIN,
+                last_end: i64::MIN,
+                floor: i64::MIN,
+                last_fence: u64::MAX,
+                head_since: Some(i64::MIN),
+            }),
+            Line::Header(Header { boot: None, not_before: 0, last_end: 0, floor: 0, last_fence: 0, head_since: None }),
+            Line::Request { nonce, owner: widest_owner(), patience: Some(i64::MAX), t: i64::MIN },
+            Line::Request { nonce, owner: Owner { boot: None, ..widest_owner() }, patience: None, t: 0 },
+            Line::Grant { nonce, until: Grant::Until(i64::MIN), t: i64::MIN, fence: u64::MAX },
+            Line::Grant { nonce, until: Grant::Forever, t: 1, fence: 2 },
+            Line::Done { nonce, t: i64::MIN, not_before: i64::MIN },
+            Line::Skip { nonce, t: i64::MIN },
+            Line::Broken { nonce, t: i64::MIN },
+        ];
+        for line in lines {
+            let text = line.encode();
+            let bytes = text.as_bytes();
+            assert!(bytes.len() < LINE_CAPACITY && bytes.ends_with(b"\n"), "{line:?}");
+            assert_eq!(Line::parse(&bytes[..bytes.len() - 1]), Some(line));
+        }
+    }
+
+    #[test]
+    fn anything_else_is_no_line() {
+        let grant = Line::Grant { nonce: Nonce(7), until: Grant::Until(5), t: 6, fence: 8 }.encode();
+        let bytes = &grant.as_bytes()[..grant.as_bytes().len() - 1];
+        for cut in 0..bytes.len() {
+            assert_eq!(Line::parse(&bytes[..cut]), None, "cut at {cut}");
+        }
+        assert_eq!(Line::parse(b"H 3 0 0 0 0 0 -"), Some(Line::OtherVersion));
+        for junk in [&b""[..], b"Z 1", b"D 00000000000000000000000000000007 1 2 3", b"G x 1 2 3"] {
+            assert_eq!(Line::parse(junk), None, "{junk:?}");
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! `toplock`: an append-only queue file; whoever's request is first among
+//! the live ones holds the lock (Sajiro's "TOP LOCK" of Perl CGI boards).
+//!
+//! Every request appends one line, in one `write` to a file opened with
+//! `O_APPEND`, so arrivals are totally ordered and served first come, first
+//! served. The file is a log ([`line`]); its meaning is the result of
+//! replaying it ([`replay`]), which every process does alike; how it is
+//! read, appended to and compacted is [`queue_file`]. This module is the
+//! strategy: it queues a request, waits for it to reach the head, grants
+//! itself the lock with a `G` line, and ends its turn with a `D` line.
+//!
+//! The log's times are the boot clock's, which nobody can step: a wall
+//! clock stepped or skewed by an hour either way does not end a holder's
+//! grant early, nor keep a dead one late. The fencing token of a grant is
+//! the grantee's wall clock in microseconds, or one more than the last
+//! token if that is greater ([`crate::fence`]), so that a queue file that
+//! was lost restarts above the tokens it gave.
+
+pub mod line;
+pub mod queue_file;
+pub mod replay;
+
+use core::time::Duration;
+
+use crate::clock::{BootTime, Moment, WallTime};
+use crate::error::{Contention, CorruptKind, Error, FileRole};
+use crate::owner::{Liveness, Nonce};
+use crate::record::Record;
+use crate::spec::{Spec, StaleCheck};
+use crate::strategy::{
+    CommitOutcome, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+};
+use crate::sys::CPath;
+use crate::trust::Sharing;
+use line::{nanos, Grant, Line};
+use queue_file::{Log, QueueFile};
+use replay::Ended;
+
+#[derive(Debug)]
+pub struct Toplock {
+    queue: QueueFile,
+    /// The request this handle has in the queue while it waits, so that
+    /// repeated attempts keep its place.
+    pending: Option<Nonce>,
+}
+
+impl Toplock {
+    pub fn new(spec: &Spec, sharing: Sharing) -> Toplock {
+        Toplock { queue: QueueFile::new(spec.target().clone(), sharing), pending: None }
+    }
+}
+
+/// A grant's end as a [`Moment`] seen at `now` (boot-clock nanoseconds of
+/// the log, and the wall clock's reading beside it).
+fn grant_expiry(cx: &Context<'_>, grant: Grant, log_now: i64, wall_now: WallTime) -> Option<Moment> {
+    match grant {
+        Grant::Until(until) => {
+            let ahead = until.saturating_sub(log_now);
+            let wall = WallTime::from_unix_nanos(wall_now.unix_nanos().saturating_add(ahead));
+            Some(Moment { wall, boot: cx.me.boot.map(|id| (id, BootTime::from_nanos(until))) })
+        }
+        _ => None,
+    }
+}
+
+fn grant_passed(grant: Grant, log_now: i64) -> bool {
+    matches!(grant, Grant::Until(until) if until <= log_now)
+}
+
+/// The holder of the queue, for `inspect` and busy answers.
+fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
+    let request = log.replay.requests[index];
+    let owner = log.replay.owner(log.bytes(), index);
+    let wall_now = WallTime::now();
+    let expires = grant_expiry(cx, request.grant, log.now, wall_now);
+    let record = Record { owner, nonce: request.nonce, fence: request.fence, since: wall_now, expires };
+    let liveness = cx.me.judge(&owner);
+    Holder {
+        pid: owner.process.pid,
+        host: Some(owner.host),
+        record: Some(record),
+        liveness,
+        stale: grant_passed(request.grant, log.now)
+            || (cx.options.stale == StaleCheck::DeadOwner && liveness == Liveness::Dead),
+        this_handle: false,
+        since: None,
+        expires: expires.map(|at| at.wall),
+    }
+}
+
+impl Strategy for Toplock {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+        let mine = match self.pending {
+            Some(pending) => pending,
+            None => {
+                let (owner, patience) = (*cx.me, cx.options.ttl.map(nanos));
+                self.queue.append_request(cx, |t| Line::Request { nonce, owner, patience, t })?;
+                self.pending = Some(nonce);
+                nonce
+            }
+        };
+        // A few rounds: skipping a dead head or granting ourselves changes
+        // the log, and each change is judged by reading it back.
+        for _ in 0..4 {
+            self.queue.load(cx)?;
+            let log = &self.queue.log;
+            let Some(me) = log.replay.find(mine).filter(|&i| !log.replay.requests[i].done()) else {
+                // Our request is gone (an operator broke it): queue again.
+                self.pending = None;
+                return Err(Error::Busy(Contention::Raced));
+            };
+            let Some(head) = log.replay.head() else { return Err(Error::Busy(Contention::Raced)) };
+            if head != me {
+                let owner = log.replay.owner(log.bytes(), head);
+                if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&owner) == Liveness::Dead {
+                    let dead = log.replay.requests[head].nonce;
+                    self.queue.append(cx, |t| Line::Skip { nonce: dead, t })?;
+                    continue;
+                }
+                let holder = log.replay.holder(log.now).map(|h| holder_at(cx, log, h).summary());
+                let ahead = log.replay.ahead_of(me) as u32;
+                return Err(Error::Busy(Contention::Queued { ahead, holder }));
+            }
+            if log.now < log.replay.header.not_before {
+                let until = WallTime::now().saturating_add(Duration::from_nanos((log.replay.header.not_before - log.now) as u64));
+                return Err(Error::Busy(Contention::CoolingDown { until }));
+            }
+            // The grant and its fence are stamped under the exclusive lock
+            // of the append, so they count from the moment they are written.
+            let last_fence = log.replay.header.last_fence;
+            let wall = WallTime::now();
+            let fence = crate::fence::next(last_fence, wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+            let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
+            self.queue.append(cx, |t| Line::Grant { nonce: mine, until: until(t), t, fence })?;
+            self.queue.load(cx)?;
+            let log = &self.queue.log;
+            // Looked up again: a compaction in between renumbers the table,
+            // and our request may have ended (an operator's break) and gone.
+            let me = log.replay.find(mine);
+            if me.is_none() || log.replay.holder(log.now) != me {
+                return Err(Error::Busy(Contention::Raced));
+            }
+            let request = me.map(|i| log.replay.requests[i]).filter(|r| r.grant != Grant::No);
+            let Some(request) = request else { return Err(Error::Busy(Contention::Raced)) };
+            self.pending = None;
+            let wall_now = WallTime::now();
+            return Ok(Record {
+                owner: *cx.me,
+                nonce: mine,
+                fence: request.fence,
+                since: wall_now,
+                expires: grant_expiry(cx, request.grant, log.now, wall_now),
+            });
+        }
+        Err(Error::Busy(Contention::Raced))
+    }
+
+    fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        if let Some(pending) = self.pending.take() {
+            self.queue.append(cx, |t| Line::Done { nonce: pending, t, not_before: 0 })?;
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        self.queue.log.replay.watched = Some(held.nonce);
+        let loaded = self.queue.load(cx);
+        self.queue.log.replay.watched = None;
+        loaded?;
+        let log = &self.queue.log;
+        let replay = &log.replay;
+        let me = replay.find(held.nonce);
+        let outcome = match (me, replay.holder(log.now)) {
+            (Some(i), Some(h)) if i == h => {
+                if grant_passed(replay.requests[i].grant, log.now) {
+                    ReleaseOutcome::Expired
+                } else {
+                    ReleaseOutcome::Released
+                }
+            }
+            (_, Some(_)) => ReleaseOutcome::Lost,
+            // Passed over after its expiry, and nobody was granted it since.
+            (_, None) if replay.watched_end == Ended::Expired && replay.header.last_fence <= held.fence => {
+                ReleaseOutcome::Expired
+            }
+            // Broken by an operator, taken (and perhaps released) by the
+            // next in line, or no longer in the log at all.
+            (_, None) => ReleaseOutcome::Lost,
+        };
+        // Written while the request is still queued, and also after an
+        // overrun that nobody took over, so that its cooldown holds.
+        let overran_untaken = outcome == ReleaseOutcome::Expired && !cooldown.is_zero();
+        if me.is_some_and(|i| !replay.requests[i].done()) || overran_untaken {
+            let cooldown = nanos(cooldown);
+            let nonce = held.nonce;
+            self.queue.append(cx, |t| Line::Done {
+                nonce,
+                t,
+                not_before: if cooldown == 0 { 0 } else { t.saturating_add(cooldown) },
+            })?;
+        }
+        Ok(outcome)
+    }
+
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        self.queue.load(cx)?;
+        let log = &self.queue.log;
+        let me = log.replay.find(held.nonce);
+        if me.is_none() || log.replay.holder(log.now) != me {
+            return Ok(ProlongOutcome::Lost);
+        }
+        let request = me.map(|i| log.replay.requests[i]).ok_or(Error::NotHeld)?;
+        let was_expired = grant_passed(request.grant, log.now);
+        let (nonce, fence) = (held.nonce, request.fence);
+        let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
+        self.queue.append(cx, |t| Line::Grant { nonce, until: until(t), t, fence })?;
+        self.queue.load(cx)?;
+        let log = &self.queue.log;
+        // Looked up again: a compaction in between renumbers the table.
+        let renewed = log.replay.find(nonce).map(|i| log.replay.requests[i]).filter(|r| {
+            !r.done() && r.grant != Grant::No && !grant_passed(r.grant, log.now) && log.replay.holder(log.now).is_some()
+        });
+        let Some(renewed) = renewed else { return Ok(ProlongOutcome::Lost) };
+        held.expires = grant_expiry(cx, renewed.grant, log.now, WallTime::now());
+        Ok(if was_expired { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+    }
+
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        // The exclusive lock keeps every other process from appending (a
+        // grant included) while we check and act.
+        self.queue.while_exclusive(cx, |log| match log.replay.find(held.nonce) {
+            Some(i) if log.replay.holder(log.now) == Some(i) => {
+                // Judged on the log's clock, as every other process judges it.
+                if grant_passed(log.replay.requests[i].grant, log.now) {
+                    Ok(CommitOutcome::Expired)
+                } else {
+                    action().map(|()| CommitOutcome::Committed)
+                }
+            }
+            _ => Ok(CommitOutcome::Lost),
+        })
+    }
+
+    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        self.queue.load(cx)?;
+        let log = &self.queue.log;
+        let not_before = log.replay.header.not_before;
+        Ok(Inspection {
+            holder: log.replay.holder(log.now).map(|h| holder_at(cx, log, h)),
+            last_fence: log.replay.header.last_fence,
+            cooldown_until: (not_before > log.now)
+                .then(|| WallTime::now().saturating_add(Duration::from_nanos((not_before - log.now) as u64))),
+            queue_length: Some(log.replay.pending_count() as u32),
+        })
+    }
+
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        self.queue.load(cx)?;
+        let Some(head) = self.queue.log.replay.head() else { return Ok(false) };
+        let nonce = self.queue.log.replay.requests[head].nonce;
+        self.queue.append(cx, |t| Line::Broken { nonce, t })?;
+        Ok(true)
+    }
+
+    fn path(&self) -> &CPath {
+        self.queue.path()
+    }
+}

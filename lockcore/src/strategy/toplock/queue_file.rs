@@ -1,0 +1,270 @@
+//! How a `toplock` queue file is read, appended to and compacted.
+//!
+//! Readers hold a shared lock on the file, appenders and the compactor an
+//! exclusive one ([`GuardFile`]), every wait ending by the caller's
+//! deadline, and all check that the path still names their file, so no
+//! line goes to a file that is being replaced. Every line is appended in
+//! one `write` to a file opened with `O_APPEND`. An append first checks,
+//! under the exclusive lock, that it leaves the file within
+//! [`QUEUE_CAPACITY`], compacting first if not; a new request is admitted
+//! only while the queue, compacted, would leave [`RESERVE`] free, so that
+//! those already queued can always write their grants, releases and
+//! skips. When the file grows past [`COMPACT_AT`], whoever reads it next
+//! rewrites it: the header carries the replay state, then each pending
+//! request, so no waiter loses its place or its fence.
+//!
+//! A queue is made complete, header first, before it appears; a file at
+//! the queue's path whose first line is no header is not a queue and is
+//! never written. A queue written on another boot names only processes
+//! that are gone, on a boot clock that has started again: the first
+//! process of this boot to change it starts it afresh, keeping only its
+//! last fence.
+
+use crate::clock::BootTime;
+use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
+use crate::files;
+use crate::guard::{GuardFile, LockedFile};
+use crate::strategy::toplock::line::{Header, Line, LINE_CAPACITY};
+use crate::strategy::toplock::replay::{Replay, Unreadable};
+use crate::strategy::Context;
+use crate::sys::{self, CPath, OfdLock};
+use crate::text::FixedText;
+use crate::trust::Sharing;
+
+/// The largest queue file replayed.
+pub const QUEUE_CAPACITY: usize = 16 * 1024;
+/// Room kept free of requests: one grant that compaction will carry, one
+/// line of any kind, and slack for the header's numbers to grow.
+pub const RESERVE: usize = 4 * LINE_CAPACITY;
+/// Whoever reads the file compacts it once it is this long (and compaction
+/// would halve it).
+pub const COMPACT_AT: usize = 4 * 1024;
+
+/// A queue file and what was last read of it.
+pub struct QueueFile {
+    file: GuardFile,
+    sharing: Sharing,
+    pub log: Log,
+}
+
+/// The bytes last read of a queue file, and their replay.
+pub struct Log {
+    bytes: [u8; QUEUE_CAPACITY],
+    len: usize,
+    pub replay: Replay,
+    /// The time of the last read, on the log's clock (boot-clock
+    /// nanoseconds, never behind a time written in the log).
+    pub now: i64,
+}
+
+impl core::fmt::Debug for QueueFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("QueueFile").field("path", self.file.path()).field("log", &self.log).finish()
+    }
+}
+
+impl core::fmt::Debug for Log {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Log").field("len", &self.len).field("pending", &self.replay.pending_count()).finish()
+    }
+}
+
+impl Log {
+    /// The bytes last read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// Reads the whole file and replays it; `Ok(true)` when it was written
+    /// on this boot.
+    fn read(&mut self, file: &LockedFile<'_>, cx: &Context<'_>) -> Result<bool, Error> {
+        let n = file.read(&mut self.bytes)?;
+        if n == QUEUE_CAPACITY {
+            // Compaction keeps the file far below this; only a hostile or
+            // damaged file gets here.
+            return Err(Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong));
+        }
+        self.len = n;
+        let reader_now = BootTime::now().nanos();
+        self.replay.run(&self.bytes[..n], reader_now).map_err(unreadable)?;
+        self.now = self.replay.now(reader_now);
+        Ok(self.replay.header.boot == cx.me.boot)
+    }
+
+    /// Whether a request line of `line_len` bytes may join the queue: the
+    /// table has a slot for it, and the compacted queue with it still leaves
+    /// [`RESERVE`] free.
+    fn admits(&self, line_len: usize) -> bool {
+        self.replay.pending_count() + 1 < super::replay::MAX_REQUESTS
+            && self.replay.compacted_len(self.bytes()) + line_len + RESERVE <= QUEUE_CAPACITY
+    }
+}
+
+impl QueueFile {
+    pub fn new(path: CPath, sharing: Sharing) -> QueueFile {
+        QueueFile {
+            file: GuardFile::new_append_only(path, FileRole::Lock, sharing),
+            sharing,
+            log: Log { bytes: [0; QUEUE_CAPACITY], len: 0, replay: Replay::new(), now: 0 },
+        }
+    }
+
+    pub fn path(&self) -> &CPath {
+        self.file.path()
+    }
+
+    /// Reads and replays the queue; compacts it first when it has grown
+    /// past [`COMPACT_AT`] (failed attempts grow it too, not only releases)
+    /// or was written on another boot.
+    pub fn load(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        for _ in 0..2 {
+            let header = Line::Header(fresh_header(cx, 0)).encode();
+            let file = self.file.lock_file(OfdLock::Shared, cx.deadline, header.as_bytes(), cx.me.boot)?;
+            let this_boot = self.log.read(&file, cx)?;
+            drop(file);
+            if this_boot && self.log.len < COMPACT_AT {
+                return Ok(());
+            }
+            self.compact(cx, !this_boot)?;
+        }
+        Ok(())
+    }
+
+    /// Appends the line `build` makes from the log's time (boot-clock
+    /// nanoseconds) read under the exclusive lock, never past
+    /// [`QUEUE_CAPACITY`]: a full log is compacted first (admission keeps
+    /// room for this line after that).
+    pub fn append(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
+        self.append_if(cx, |_, now| Ok(build(now)))
+    }
+
+    /// [`append`](Self::append) of a new request, if the queue admits it:
+    /// decided on the log as it is under the exclusive lock, so that no
+    /// other request slips in between. [`Contention::QueueFull`] when it
+    /// does not: nobody's place is taken, and the caller asks again.
+    pub fn append_request(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
+        self.append_if(cx, |log, now| {
+            let line = build(now);
+            if log.admits(line.encode().as_bytes().len()) {
+                Ok(line)
+            } else {
+                Err(Error::Busy(Contention::QueueFull))
+            }
+        })
+    }
+
+    fn append_if(&mut self, cx: &Context<'_>, decide: impl Fn(&Log, i64) -> Result<Line, Error>) -> Result<(), Error> {
+        for _ in 0..2 {
+            let header = Line::Header(fresh_header(cx, 0)).encode();
+            let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
+            let this_boot = self.log.read(&file, cx)?;
+            if this_boot {
+                let line = decide(&self.log, self.log.now)?.encode();
+                if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
+                    return append_line(&file, self.log.len, line.as_bytes());
+                }
+            }
+            drop(file);
+            self.compact(cx, !this_boot)?;
+        }
+        Err(Error::Busy(Contention::QueueFull))
+    }
+
+    /// Rewrites the log under an exclusive lock: the header with the replay
+    /// state, then every pending request with its grant and fence. `force`:
+    /// rewrite even a short log (an appender needs the room, or the log is
+    /// of another boot, whose requests all name processes that are gone).
+    fn compact(&mut self, cx: &Context<'_>, force: bool) -> Result<(), Error> {
+        let path = self.file.path().clone();
+        let header = Line::Header(fresh_header(cx, 0)).encode();
+        let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
+        let this_boot = self.log.read(&file, cx)?;
+        let bytes = self.log.bytes();
+        if !force && this_boot && (bytes.len() < COMPACT_AT || 2 * self.log.replay.compacted_len(bytes) > bytes.len()) {
+            return Ok(());
+        }
+        let mut out = Compacted { buf: [0; QUEUE_CAPACITY], len: 0 };
+        if this_boot {
+            self.log.replay.compacted(bytes, &mut |piece| out.push(piece))?;
+        } else {
+            out.push(Line::Header(fresh_header(cx, self.log.replay.header.last_fence)).encode().as_bytes())?;
+        }
+        let helper = files::create_helper_file(&path, self.sharing.mode(), out.bytes())?;
+        // Appenders wait on our exclusive lock, then see that the path names
+        // a new file and append there.
+        if let Err(e) = sys::rename(&helper, &path) {
+            let _ = sys::unlink(&helper);
+            return Err(FileError::from_errno(FileRole::Lock, &path, e));
+        }
+        drop(file);
+        Ok(())
+    }
+
+    /// Runs `action` on the log read and replayed under the exclusive lock,
+    /// which it holds throughout, so that nothing (a grant included) is
+    /// appended meanwhile.
+    pub fn while_exclusive<T>(&mut self, cx: &Context<'_>, action: impl FnOnce(&Log) -> Result<T, Error>) -> Result<T, Error> {
+        let header = Line::Header(fresh_header(cx, 0)).encode();
+        let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
+        self.log.read(&file, cx)?;
+        let result = action(&self.log);
+        drop(file);
+        result
+    }
+}
+
+/// A new queue's header: on this boot, nothing pending, no cooldown, and
+/// `last_fence` carried over (a queue started afresh after a reboot).
+fn fresh_header(cx: &Context<'_>, last_fence: u64) -> Header {
+    Header { boot: cx.me.boot, not_before: 0, last_end: 0, floor: 0, last_fence, head_since: None }
+}
+
+fn unreadable(why: Unreadable) -> Error {
+    match why {
+        Unreadable::NotAQueue => Error::not_a_lock(FileRole::Lock),
+        Unreadable::Corrupt => Error::corrupt(FileRole::Lock, CorruptKind::Record),
+    }
+}
+
+/// The compacted log, built in memory before it is written whole.
+struct Compacted {
+    buf: [u8; QUEUE_CAPACITY],
+    len: usize,
+}
+
+impl Compacted {
+    fn push(&mut self, piece: &[u8]) -> Result<(), Error> {
+        // Admission keeps the queue far smaller; only lines that did not come
+        // through it (a hostile file) get here. Writing it would leave a
+        // file no replay reads.
+        let end = self.len + piece.len();
+        if end >= QUEUE_CAPACITY {
+            return Err(Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong));
+        }
+        self.buf[self.len..end].copy_from_slice(piece);
+        self.len = end;
+        Ok(())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Appends one line in one write, to a log of `size` bytes read under the
+/// same exclusive lock. A log that does not end with a newline ends with a
+/// line torn by a writer that died or ran out of space inside its write:
+/// the newline that closes it goes first, in the same write, so that the
+/// torn line cannot swallow this one.
+fn append_line(file: &LockedFile<'_>, size: usize, line: &[u8]) -> Result<(), Error> {
+    let mut last = [b'\n'];
+    if size > 0 {
+        sys::pread_full(file.fd, &mut last, size as u64 - 1).map_err(|e| FileError::io(FileRole::Lock, e))?;
+    }
+    let mut out = FixedText::<{ LINE_CAPACITY + 1 }>::new();
+    if last[0] != b'\n' {
+        let _ = out.push_bytes(b"\n");
+    }
+    out.push_bytes(line).map_err(|_| Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong))?;
+    sys::write_all(file.fd, out.as_bytes()).map_err(|e| FileError::io(FileRole::Lock, e))
+}

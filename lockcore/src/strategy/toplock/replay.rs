@@ -1,0 +1,555 @@
+//! What a `toplock` queue means: the replay of its lines, a pure function
+//! of the log's bytes and of the time it is read at, so that every process
+//! that reads the same log agrees on the holder, whatever options it
+//! opened the lock with and however it would judge a process now.
+//!
+//! Replay walks the lines in file order with a clock that never runs back
+//! (each line's time, floored by the times before it). The head is the
+//! first request not done. A grant (`G`) counts only if its requester is the
+//! head at that point of the log and any cooldown has passed; its first
+//! grant fixes the request's fence, never below the line's own (the
+//! grantee's wall clock in microseconds) nor at or below the last fence. A
+//! granted head whose expiry passes is passed over once someone waits
+//! behind it; an ungranted head is passed over when its requester's own
+//! `ttl` (in its `R` line) has passed since it became head (its requester
+//! stopped asking); a head whose owner was found dead is passed over by the
+//! `X` line of whoever found it so. Passing over never removes a line, so
+//! nobody loses their place.
+
+use crate::owner::{HostName, Nonce, Owner, ProcessId};
+use crate::strategy::toplock::line::{Grant, Header, Line};
+
+/// Requests one replay tracks at once; finished ones are dropped from the
+/// table as it fills, and a new request is admitted only while fewer than
+/// this many are pending.
+pub const MAX_REQUESTS: usize = 128;
+
+/// How a request left the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Pending,
+    /// Its requester released it or gave up (`D`).
+    Done,
+    /// It ran past its grant (or, ungranted, past `ttl`) with others waiting.
+    Expired,
+    /// Its requester was found dead (`X`).
+    Dead,
+    /// An operator broke it (`B`).
+    Broken,
+}
+
+/// One request, as far as the replay has got.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    pub nonce: Nonce,
+    /// Offset of its `R` line in the log: where its owner is read from, and
+    /// what compaction copies.
+    offset: usize,
+    /// When it became head (or was made, before that).
+    since: i64,
+    /// The requester's `ttl`: how long it may stay head without a grant
+    /// (without asking again) before the others pass it over.
+    patience: Option<i64>,
+    pub grant: Grant,
+    /// Its fencing token, from its first grant; 0 before that.
+    pub fence: u64,
+    /// `Pending` while in the queue; otherwise why it left.
+    pub ended: Ended,
+}
+
+impl Request {
+    pub fn done(&self) -> bool {
+        self.ended != Ended::Pending
+    }
+}
+
+const EMPTY_REQUEST: Request =
+    Request { nonce: Nonce(0), offset: 0, since: 0, patience: None, grant: Grant::No, fence: 0, ended: Ended::Done };
+
+/// Why a log cannot be replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// Its first line is no header: not a queue of this library.
+    NotAQueue,
+    /// A header of another version, a second header, or a fence past the
+    /// largest: replaying it by these rules could hand out a fence twice.
+    Corrupt,
+}
+
+/// The state of a queue after a replay.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub requests: [Request; MAX_REQUESTS],
+    pub count: usize,
+    pub header: Header,
+    /// Lines skipped as torn (a writer died or ran out of space inside its
+    /// write; the next appender closes such a line).
+    pub torn_lines: u32,
+    /// A request whose ending the caller wants to know (its own), and how
+    /// it ended, even after it was dropped from the table.
+    pub watched: Option<Nonce>,
+    pub watched_end: Ended,
+}
+
+impl Replay {
+    pub const fn new() -> Replay {
+        Replay {
+            requests: [EMPTY_REQUEST; MAX_REQUESTS],
+            count: 0,
+            header: Header { boot: None, not_before: 0, last_end: 0, floor: 0, last_fence: 0, head_since: None },
+            torn_lines: 0,
+            watched: None,
+            watched_end: Ended::Pending,
+        }
+    }
+
+    /// Replays the whole log `bytes` as of `now` (boot-clock nanoseconds).
+    pub fn run(&mut self, bytes: &[u8], now: i64) -> Result<(), Unreadable> {
+        self.count = 0;
+        self.torn_lines = 0;
+        self.watched_end = Ended::Pending;
+        let mut at = 0;
+        while at < bytes.len() {
+            let rest = &bytes[at..];
+            // A last line without its newline was torn by a writer that died
+            // or ran out of space inside its write (appends hold the file
+            // exclusively, so none is in flight while we read): it does not
+            // count, and the next appender closes it before its own line.
+            let Some(nl) = rest.iter().position(|&b| b == b'\n') else { break };
+            let offset = at;
+            at += nl + 1;
+            let line = Line::parse(&rest[..nl]);
+            if offset == 0 {
+                match line {
+                    Some(Line::Header(header)) => {
+                        self.header = header;
+                        continue;
+                    }
+                    _ if rest.starts_with(b"H ") => return Err(Unreadable::Corrupt),
+                    _ => return Err(Unreadable::NotAQueue),
+                }
+            }
+            // A line that does not parse is such a torn line, closed. Its
+            // writer learnt of the failure from its write, or died: a torn
+            // request is made again, a torn grant is not confirmed, a torn
+            // release or skip is retried or its owner found dead.
+            let Some(line) = line else {
+                self.torn_lines += 1;
+                continue;
+            };
+            let t = match line {
+                Line::Header(_) | Line::OtherVersion => return Err(Unreadable::Corrupt),
+                Line::Request { t, .. }
+                | Line::Grant { t, .. }
+                | Line::Done { t, .. }
+                | Line::Skip { t, .. }
+                | Line::Broken { t, .. } => t,
+            };
+            self.header.floor = self.header.floor.max(t);
+            let t = self.header.floor;
+            self.advance(t);
+            self.apply(line, offset, t)?;
+        }
+        if at == 0 {
+            return Err(if bytes.starts_with(b"H ") { Unreadable::Corrupt } else { Unreadable::NotAQueue });
+        }
+        self.advance(self.now(now));
+        Ok(())
+    }
+
+    fn apply(&mut self, line: Line, offset: usize, t: i64) -> Result<(), Unreadable> {
+        match line {
+            Line::Header(_) | Line::OtherVersion => {}
+            Line::Request { nonce, patience, .. } => {
+                if self.count == MAX_REQUESTS {
+                    self.drop_finished();
+                }
+                if self.count == MAX_REQUESTS {
+                    // Every reader drops the same overflowing requests: their
+                    // requesters find themselves gone and queue again.
+                    return Ok(());
+                }
+                let since = self.header.head_since.take().unwrap_or(t);
+                self.requests[self.count] =
+                    Request { nonce, offset, since, patience, grant: Grant::No, fence: 0, ended: Ended::Pending };
+                self.count += 1;
+                if self.head() == Some(self.count - 1) {
+                    let r = &mut self.requests[self.count - 1];
+                    r.since = since.max(self.header.last_end).max(self.header.not_before);
+                }
+            }
+            Line::Grant { nonce, until, fence, .. } => {
+                if let Some(i) = self.find(nonce).filter(|&i| self.head() == Some(i)) {
+                    if t >= self.header.not_before {
+                        if self.requests[i].grant == Grant::No {
+                            let floor = self.header.last_fence.checked_add(1).ok_or(Unreadable::Corrupt)?;
+                            self.requests[i].fence = fence.max(floor);
+                            self.header.last_fence = self.requests[i].fence;
+                        }
+                        self.requests[i].grant = until;
+                    }
+                }
+            }
+            Line::Done { nonce, not_before, .. } => {
+                let Some(i) = self.find(nonce) else { return Ok(()) };
+                let request = self.requests[i];
+                if !request.done() {
+                    if self.head() == Some(i) && request.grant != Grant::No {
+                        self.header.not_before = self.header.not_before.max(not_before);
+                    }
+                    self.finish(i, t, Ended::Done);
+                } else if request.ended == Ended::Expired
+                    && request.grant != Grant::No
+                    && self.header.last_fence == request.fence
+                {
+                    // A holder that overran its grant, releasing before
+                    // anyone took the lock over: its cooldown holds, as it
+                    // would have on time, and the next in line waits it out.
+                    self.header.not_before = self.header.not_before.max(not_before);
+                    if let Some(next) = self.head() {
+                        let r = &mut self.requests[next];
+                        r.since = r.since.max(self.header.not_before);
+                    }
+                }
+            }
+            Line::Skip { nonce, .. } => {
+                // Judged by its writer, once: a dead owner stays dead, and a
+                // reader that judged again (by its own `stale` option, or
+                // with a /proc that answers differently) could replay the
+                // log to another holder.
+                if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
+                    self.finish(i, t, Ended::Dead);
+                }
+            }
+            Line::Broken { nonce, .. } => {
+                if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
+                    self.finish(i, t, Ended::Broken);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The log's clock at a reader's `now`: never behind a time already
+    /// written in it.
+    pub fn now(&self, now: i64) -> i64 {
+        self.header.floor.max(now)
+    }
+
+    pub fn find(&self, nonce: Nonce) -> Option<usize> {
+        self.requests[..self.count].iter().position(|r| r.nonce == nonce)
+    }
+
+    pub fn head(&self) -> Option<usize> {
+        self.requests[..self.count].iter().position(|r| !r.done())
+    }
+
+    fn waiting_behind(&self, head: usize) -> bool {
+        self.requests[head + 1..self.count].iter().any(|r| !r.done())
+    }
+
+    /// Requests still queued, the holder's included.
+    pub fn pending_count(&self) -> usize {
+        self.requests[..self.count].iter().filter(|r| !r.done()).count()
+    }
+
+    /// How many pending requests come before request `index`.
+    pub fn ahead_of(&self, index: usize) -> usize {
+        self.requests[..index].iter().filter(|r| !r.done()).count()
+    }
+
+    /// The head, if it holds a grant that is still valid at `now`.
+    pub fn holder(&self, now: i64) -> Option<usize> {
+        let h = self.head()?;
+        match self.requests[h].grant {
+            Grant::Forever => Some(h),
+            Grant::Until(until) if until > now => Some(h),
+            Grant::Until(_) if !self.waiting_behind(h) => Some(h), // expired, but nobody took it
+            _ => None,
+        }
+    }
+
+    /// Ends the head while it is over: expired with someone waiting, or
+    /// ungranted for longer than its requester's `ttl`.
+    fn advance(&mut self, t: i64) {
+        while let Some(h) = self.head() {
+            if !self.waiting_behind(h) {
+                return;
+            }
+            let head = self.requests[h];
+            let ended_at = match head.grant {
+                Grant::Until(until) if until <= t => until,
+                Grant::No => match head.patience {
+                    Some(patience) if head.since.saturating_add(patience) <= t => head.since.saturating_add(patience),
+                    _ => return,
+                },
+                _ => return,
+            };
+            self.finish(h, ended_at, Ended::Expired);
+        }
+    }
+
+    fn finish(&mut self, index: usize, at: i64, why: Ended) {
+        let was_head = self.head() == Some(index);
+        self.requests[index].ended = why;
+        if self.watched == Some(self.requests[index].nonce) {
+            self.watched_end = why;
+        }
+        if was_head {
+            self.header.last_end = self.header.last_end.max(at);
+            if let Some(next) = self.head() {
+                let r = &mut self.requests[next];
+                r.since = r.since.max(self.header.last_end).max(self.header.not_before);
+            }
+        }
+    }
+
+    /// Forgets finished requests: lines that name them later are no-ops
+    /// (a second `D`, a late `G`), so only the pending ones need a slot.
+    fn drop_finished(&mut self) {
+        let mut kept = 0;
+        for i in 0..self.count {
+            if !self.requests[i].done() {
+                self.requests[kept] = self.requests[i];
+                kept += 1;
+            }
+        }
+        self.count = kept;
+    }
+
+    /// The owner named by request `index`'s `R` line in `bytes` (parsed
+    /// again rather than stored, to keep the table small).
+    pub fn owner(&self, bytes: &[u8], index: usize) -> Owner {
+        let line = &bytes[self.requests[index].offset.min(bytes.len())..];
+        let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+        match Line::parse(line) {
+            Some(Line::Request { owner, .. }) => owner,
+            // Replay parsed this very line as a request before recording it.
+            _ => Owner { host: HostName::UNKNOWN, boot: None, process: ProcessId { pid: 0, start_ticks: 0 } },
+        }
+    }
+
+    /// Hands `emit` the compacted log of `bytes`, piece by piece: the header
+    /// with the replay state, then each pending request's own `R` line and,
+    /// for the head, its grant with its fence. One description serves both
+    /// writing it and measuring it.
+    pub fn compacted<E>(&self, bytes: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        let pending = || self.requests[..self.count].iter().filter(|r| !r.done());
+        let head = pending().next();
+        // The head's grant is replayed again: the header's last fence is set
+        // just below the head's own, so that the grant gets that fence back.
+        let granted_head = head.filter(|r| r.grant != Grant::No);
+        let header = Header {
+            last_fence: granted_head.map_or(self.header.last_fence, |r| r.fence.saturating_sub(1)),
+            head_since: head.map(|r| r.since),
+            ..self.header
+        };
+        emit(Line::Header(header).encode().as_bytes())?;
+        for request in pending() {
+            let line = &bytes[request.offset.min(bytes.len())..];
+            emit(&line[..line.iter().position(|&b| b == b'\n').map_or(line.len(), |nl| nl + 1)])?;
+            if request.grant != Grant::No {
+                // Only the head can hold a grant; written at the log's
+                // latest time, when it was already valid.
+                let grant = Line::Grant { nonce: request.nonce, until: request.grant, t: self.header.floor, fence: request.fence };
+                emit(grant.encode().as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn compacted_len(&self, bytes: &[u8]) -> usize {
+        let mut len = 0;
+        let _ = self.compacted::<()>(bytes, &mut |piece| {
+            len += piece.len();
+            Ok(())
+        });
+        len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::BootId;
+
+    const SECOND: i64 = 1_000_000_000;
+
+    /// A log in memory, written line by line as the strategy would.
+    struct Log(std::vec::Vec<u8>);
+
+    impl Log {
+        fn new(last_fence: u64) -> Log {
+            let header = Header { boot: Some(BootId([1; 16])), not_before: 0, last_end: 0, floor: 0, last_fence, head_since: None };
+            Log(Line::Header(header).encode().as_bytes().to_vec())
+        }
+        fn push(&mut self, line: Line) -> &mut Log {
+            self.0.extend_from_slice(line.encode().as_bytes());
+            self
+        }
+        fn request(&mut self, n: u128, patience: Option<i64>, t: i64) -> &mut Log {
+            let mut owner = Owner::current().unwrap();
+            owner.process.pid = n as i32 + 1;
+            self.push(Line::Request { nonce: Nonce(n), owner, patience, t })
+        }
+        fn grant(&mut self, n: u128, until: i64, t: i64, fence: u64) -> &mut Log {
+            self.push(Line::Grant { nonce: Nonce(n), until: Grant::Until(until), t, fence })
+        }
+        fn replay(&self, now: i64) -> Replay {
+            let mut replay = Replay::new();
+            replay.run(&self.0, now).unwrap();
+            replay
+        }
+    }
+
+    fn holder(log: &Log, now: i64) -> Option<u128> {
+        let replay = log.replay(now);
+        replay.holder(now).map(|i| replay.requests[i].nonce.0)
+    }
+
+    #[test]
+    fn requests_are_served_in_order_and_only_the_head_is_granted() {
+        let mut log = Log::new(0);
+        log.request(1, None, 10).request(2, None, 11);
+        log.grant(2, 100 * SECOND, 12, 50);
+        assert_eq!(holder(&log, 13), None, "a grant to someone behind the head does not count");
+        log.grant(1, 100 * SECOND, 14, 50);
+        assert_eq!(holder(&log, 15), Some(1));
+        log.push(Line::Done { nonce: Nonce(1), t: 16, not_before: 0 }).grant(2, 100 * SECOND, 17, 0);
+        let replay = log.replay(18);
+        assert_eq!(replay.holder(18).map(|i| replay.requests[i].nonce.0), Some(2));
+        assert_eq!(replay.requests[replay.find(Nonce(2)).unwrap()].fence, 51, "above the last fence, whatever the line says");
+    }
+
+    #[test]
+    fn a_first_grant_takes_the_floor_its_line_asks_for() {
+        let mut log = Log::new(7);
+        log.request(1, None, 1).grant(1, 100, 2, 1_700_000_000_000_000);
+        let replay = log.replay(3);
+        assert_eq!(replay.requests[0].fence, 1_700_000_000_000_000);
+        assert_eq!(replay.header.last_fence, 1_700_000_000_000_000);
+        // A renewal keeps the fence.
+        log.grant(1, 200, 4, 1_800_000_000_000_000);
+        assert_eq!(log.replay(5).requests[0].fence, 1_700_000_000_000_000);
+    }
+
+    #[test]
+    fn a_fence_past_the_largest_is_refused() {
+        let mut log = Log::new(u64::MAX);
+        log.request(1, None, 1).grant(1, 100, 2, 5);
+        assert_eq!(Replay::new().run(&log.0, 3), Err(Unreadable::Corrupt));
+    }
+
+    #[test]
+    fn an_expired_grant_is_passed_over_only_when_someone_waits() {
+        let mut log = Log::new(0);
+        log.request(1, None, 0).grant(1, 5 * SECOND, 1, 1);
+        assert_eq!(holder(&log, 9 * SECOND), Some(1), "expired, but nobody took it");
+        log.request(2, None, 10 * SECOND).grant(2, 20 * SECOND, 10 * SECOND + 1, 0);
+        let replay = log.replay(11 * SECOND);
+        assert_eq!(replay.requests[0].ended, Ended::Expired);
+        assert_eq!(replay.holder(11 * SECOND).map(|i| replay.requests[i].nonce.0), Some(2));
+    }
+
+    #[test]
+    fn a_head_that_stopped_asking_is_passed_over_after_its_own_ttl() {
+        let mut log = Log::new(0);
+        log.request(1, Some(2 * SECOND), 0).request(2, None, 1);
+        assert_eq!(log.replay(SECOND).head().map(|i| log.replay(SECOND).requests[i].nonce.0), Some(1));
+        let replay = log.replay(3 * SECOND);
+        assert_eq!(replay.requests[replay.head().unwrap()].nonce, Nonce(2));
+    }
+
+    #[test]
+    fn a_dead_or_broken_head_is_passed_over_by_its_line() {
+        let mut log = Log::new(0);
+        log.request(1, None, 0).grant(1, i64::MAX, 1, 1).request(2, None, 2).request(3, None, 3);
+        log.push(Line::Skip { nonce: Nonce(1), t: 4 });
+        assert_eq!(log.replay(5).requests[0].ended, Ended::Dead);
+        log.push(Line::Broken { nonce: Nonce(2), t: 6 });
+        let replay = log.replay(7);
+        assert_eq!(replay.requests[1].ended, Ended::Broken);
+        assert_eq!(replay.head(), Some(2));
+    }
+
+    #[test]
+    fn a_cooldown_delays_the_next_grant() {
+        let mut log = Log::new(0);
+        log.request(1, None, 0).grant(1, i64::MAX, 1, 1).request(2, None, 2);
+        log.push(Line::Done { nonce: Nonce(1), t: 3, not_before: 10 * SECOND });
+        log.grant(2, i64::MAX, 5, 0);
+        assert_eq!(holder(&log, 6), None, "a grant during the cooldown does not count");
+        log.grant(2, i64::MAX, 10 * SECOND, 0);
+        assert_eq!(holder(&log, 10 * SECOND + 1), Some(2));
+    }
+
+    #[test]
+    fn the_log_clock_never_runs_back() {
+        let mut log = Log::new(0);
+        log.request(1, None, 100 * SECOND).grant(1, 101 * SECOND, 100 * SECOND, 1).request(2, None, 50);
+        // The second request is stamped earlier, but the log's clock is at
+        // 100 s; at a reader's 60 s the grant is still valid.
+        let replay = log.replay(60 * SECOND);
+        assert_eq!(replay.now(60 * SECOND), 100 * SECOND);
+        assert_eq!(replay.holder(replay.now(60 * SECOND)), Some(0));
+    }
+
+    #[test]
+    fn a_torn_line_is_skipped_and_a_missing_header_is_refused() {
+        let mut log = Log::new(0);
+        log.request(1, None, 0);
+        log.0.extend_from_slice(b"G 0000000000000000000000000000");
+        log.0.push(b'\n');
+        log.request(2, None, 1);
+        let replay = log.replay(2);
+        assert_eq!((replay.torn_lines, replay.pending_count()), (1, 2));
+        assert_eq!(Replay::new().run(b"some data\n", 0), Err(Unreadable::NotAQueue));
+        assert_eq!(Replay::new().run(b"", 0), Err(Unreadable::NotAQueue));
+        assert_eq!(Replay::new().run(b"H 4 torn", 0), Err(Unreadable::Corrupt));
+        assert_eq!(Replay::new().run(b"H 3 0 0 0 0 0 -\n", 0), Err(Unreadable::Corrupt));
+        let mut twice = Log::new(0);
+        twice.0.extend_from_slice(&Log::new(0).0);
+        assert_eq!(Replay::new().run(&twice.0, 0), Err(Unreadable::Corrupt));
+    }
+
+    #[test]
+    fn compaction_keeps_every_place_holder_and_fence() {
+        let mut log = Log::new(0);
+        log.request(1, None, 0).grant(1, 1000 * SECOND, 1, 500).push(Line::Done { nonce: Nonce(1), t: 2, not_before: 0 });
+        log.request(2, None, 3).grant(2, 1000 * SECOND, 4, 0).request(3, Some(SECOND), 5).request(4, None, 6);
+        log.push(Line::Done { nonce: Nonce(4), t: 7, not_before: 0 });
+        let before = log.replay(8);
+        let mut compacted = std::vec::Vec::new();
+        before.compacted::<()>(&log.0, &mut |piece| {
+            compacted.extend_from_slice(piece);
+            Ok(())
+        }).unwrap();
+        assert_eq!(compacted.len(), before.compacted_len(&log.0));
+        assert!(compacted.len() < log.0.len());
+        let mut after = Replay::new();
+        after.run(&compacted, 8).unwrap();
+        let queue = |r: &Replay| {
+            r.requests[..r.count].iter().filter(|q| !q.done()).map(|q| (q.nonce, q.grant, q.fence)).collect::<std::vec::Vec<_>>()
+        };
+        assert_eq!(queue(&after), queue(&before));
+        assert_eq!(after.header.last_fence, before.header.last_fence);
+        assert_eq!(after.holder(8).map(|i| after.requests[i].nonce), Some(Nonce(2)));
+        // A head that was never granted keeps counting its ttl from when it
+        // became head, not from the compaction.
+        let mut slow = Log::new(0);
+        slow.request(5, Some(10 * SECOND), 100).request(6, None, 200);
+        let before = slow.replay(5 * SECOND);
+        let mut compacted = std::vec::Vec::new();
+        before.compacted::<()>(&slow.0, &mut |piece| {
+            compacted.extend_from_slice(piece);
+            Ok(())
+        }).unwrap();
+        let mut after = Replay::new();
+        after.run(&compacted, 5 * SECOND).unwrap();
+        assert_eq!(before.requests[before.head().unwrap()].nonce, Nonce(5));
+        assert_eq!(after.requests[after.head().unwrap()].nonce, Nonce(5));
+        assert_eq!(after.requests[after.head().unwrap()].since, before.requests[before.head().unwrap()].since);
+        after.run(&compacted, 10 * SECOND + 100).unwrap();
+        assert_eq!(after.requests[after.head().unwrap()].nonce, Nonce(6), "passed over on time");
+    }
+}

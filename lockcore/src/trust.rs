@@ -1,0 +1,149 @@
+//! Who a lock trusts, and the modes of the files it creates: both follow
+//! from the spec's `mode`, the one statement of who may take the lock.
+//!
+//! `mode` is permission bits: `0600` (the default) keeps the lock to its
+//! owner, `0660` shares it with the owner's group, `0666` with everyone.
+//! Every file the library creates gets exactly these bits, whatever the
+//! umask, except where its kind needs otherwise:
+//! * records that nobody may rewrite in place (a `lockfile` lock file, the
+//!   record inside a `mkdir` lock) get only the read bits, because
+//!   LockFile::Simple overwrites a lock file it can write;
+//! * directories (a `mkdir` lock) get a search bit with each read bit.
+//!
+//! A file that is already there is used only if nobody outside those users
+//! could have written it: refused when its permissions let a class write
+//! it that `mode` does not let take the lock, or, for a private lock, when
+//! it belongs to another user. The directory that holds the lock is held to
+//! the same rule unless its sticky bit keeps others from replacing files
+//! in it (as in `/tmp`). So a file planted by another local user, with a
+//! cooldown of centuries, a forged fence or the pid of a process for a root
+//! holder to signal, is never believed.
+
+use crate::error::{Error, FileError, FileRole, Untrusted};
+use crate::sys::{self, FileStat};
+
+/// `mode` when the spec gives none: the lock is its owner's alone.
+pub const DEFAULT_MODE: u32 = 0o600;
+
+/// The trust and the modes that follow from a spec's `mode`, for the user
+/// this process runs as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sharing {
+    mode: u32,
+    /// The effective uid, read when the lock is opened.
+    me: u32,
+}
+
+impl Sharing {
+    /// `mode` as the spec parser accepted it: permission bits only, owner
+    /// read and write included.
+    pub fn new(mode: u32) -> Sharing {
+        Sharing { mode: mode & 0o777, me: sys::geteuid() }
+    }
+
+    /// The bits of the files every user of the lock reads and writes: the
+    /// guard, the lease, the queue, the `flock` file the library creates.
+    pub fn mode(self) -> u32 {
+        self.mode
+    }
+
+    /// The bits of a record nobody may rewrite in place: the read bits only.
+    pub fn record_mode(self) -> u32 {
+        self.mode & 0o444
+    }
+
+    /// The bits of a lock directory: a search bit with each read bit.
+    pub fn dir_mode(self) -> u32 {
+        self.mode | (self.mode & 0o444) >> 2
+    }
+
+    /// Whether the lock is kept to its owner (no bit for group or others).
+    pub fn is_private(self) -> bool {
+        self.mode & 0o077 == 0
+    }
+
+    /// Whether a file this lock finds may be believed. Symbolic links have
+    /// no permissions of their own; only their owner counts.
+    pub fn check(self, file: FileRole, stat: &FileStat) -> Result<(), Error> {
+        // The group and other write bits are the ones that matter: the
+        // owner can always change the bits of its own file.
+        if !stat.is_symlink() && stat.permissions() & 0o022 & !self.mode != 0 {
+            return Err(FileError::untrusted(file, Untrusted::WritableByOthers, stat));
+        }
+        if self.is_private() && stat.uid != self.me {
+            return Err(FileError::untrusted(file, Untrusted::OwnedByOther, stat));
+        }
+        Ok(())
+    }
+
+    /// Whether the directory that holds the lock keeps untrusted users from
+    /// replacing the lock's files: either they cannot write it, or its
+    /// sticky bit lets each user remove and rename only their own files.
+    pub fn check_dir(self, stat: &FileStat) -> Result<(), Error> {
+        let sticky = stat.permissions() & 0o1000 != 0;
+        if !sticky && stat.permissions() & 0o022 & !self.mode != 0 {
+            return Err(FileError::untrusted(FileRole::Directory, Untrusted::WritableByOthers, stat));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{ErrorKind, Problem};
+
+    fn stat(mode: u32, uid: u32) -> FileStat {
+        FileStat { dev: 1, ino: 1, mode: libc::S_IFREG | mode, uid, gid: 0, nlink: 1, size: 0, mtime_ns: 0 }
+    }
+
+    fn why(result: Result<(), Error>) -> Option<Untrusted> {
+        match result {
+            Ok(()) => None,
+            Err(Error::File(e)) => match e.problem {
+                Problem::Untrusted(why) => Some(why),
+                other => panic!("{other:?}"),
+            },
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn modes_follow_from_who_may_take_the_lock() {
+        let group = Sharing::new(0o660);
+        assert_eq!((group.mode(), group.record_mode(), group.dir_mode()), (0o660, 0o440, 0o770));
+        let private = Sharing::new(DEFAULT_MODE);
+        assert_eq!((private.mode(), private.record_mode(), private.dir_mode()), (0o600, 0o400, 0o700));
+        assert!(private.is_private() && !group.is_private());
+    }
+
+    #[test]
+    fn a_file_others_could_write_is_not_believed() {
+        let me = sys::geteuid();
+        let private = Sharing::new(0o600);
+        assert_eq!(why(private.check(FileRole::Guard, &stat(0o600, me))), None);
+        assert_eq!(why(private.check(FileRole::Guard, &stat(0o644, me))), None, "readable is not writable");
+        assert_eq!(why(private.check(FileRole::Guard, &stat(0o666, me))), Some(Untrusted::WritableByOthers));
+        assert_eq!(why(private.check(FileRole::Guard, &stat(0o600, me + 1))), Some(Untrusted::OwnedByOther));
+        let group = Sharing::new(0o660);
+        assert_eq!(why(group.check(FileRole::Guard, &stat(0o660, me + 1))), None, "a group member's file");
+        assert_eq!(why(group.check(FileRole::Guard, &stat(0o662, me + 1))), Some(Untrusted::WritableByOthers));
+        let everyone = Sharing::new(0o666);
+        assert_eq!(why(everyone.check(FileRole::Guard, &stat(0o666, me + 1))), None);
+        let err = private.check(FileRole::Lock, &stat(0o666, me)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Untrusted);
+        let Error::File(e) = err else { panic!() };
+        assert_eq!((e.owner_uid, e.mode), (Some(me), Some(0o666)));
+    }
+
+    #[test]
+    fn a_sticky_directory_protects_the_files_in_it() {
+        let me = sys::geteuid();
+        let dir = |mode| FileStat { mode: libc::S_IFDIR | mode, ..stat(0, me) };
+        let private = Sharing::new(0o600);
+        assert_eq!(why(private.check_dir(&dir(0o1777))), None, "like /tmp");
+        assert_eq!(why(private.check_dir(&dir(0o755))), None);
+        assert_eq!(why(private.check_dir(&dir(0o777))), Some(Untrusted::WritableByOthers));
+        assert_eq!(why(Sharing::new(0o660).check_dir(&dir(0o2770))), None, "a group-shared directory");
+    }
+}
