@@ -527,10 +527,17 @@ mod tests {
         // The file is not there: the directory refused to let it be made.
         assert_eq!((e.file, e.problem), (FileRole::Directory, Problem::PermissionDenied));
         assert_eq!(e.owner_uid, Some(sys::geteuid()));
-        assert_eq!(e.mode.map(|m| m & 0o777), Some(std::fs::metadata(&dir).map(|m| {
-            use std::os::unix::fs::PermissionsExt;
-            m.permissions().mode() & 0o777
-        }).unwrap()));
+        assert_eq!(
+            e.mode.map(|m| m & 0o777),
+            Some(
+                std::fs::metadata(&dir)
+                    .map(|m| {
+                        use std::os::unix::fs::PermissionsExt;
+                        m.permissions().mode() & 0o777
+                    })
+                    .unwrap()
+            )
+        );
         let Error::File(e) = FileError::from_errno(FileRole::Lock, &missing, Errno::ENOTDIR) else { panic!() };
         assert_eq!(e.problem, Problem::NotADirectory, "ENOTDIR is not a missing directory");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -36,7 +36,8 @@ pub fn helper_path(path: &CPath) -> Result<CPath, Error> {
 /// is left behind.
 pub fn create_helper_file(beside: &CPath, mode: u32, bytes: &[u8]) -> Result<CPath, Error> {
     let helper = helper_path(beside)?;
-    let fd = sys::open(&helper, CREATE_NEW_FLAGS, 0).map_err(|e| FileError::from_errno(FileRole::Helper, &helper, e))?;
+    let fd =
+        sys::open(&helper, CREATE_NEW_FLAGS, 0).map_err(|e| FileError::from_errno(FileRole::Helper, &helper, e))?;
     let written = sys::fchmod(&fd, mode).and_then(|()| sys::write_all(&fd, bytes));
     drop(fd);
     if let Err(e) = written {

@@ -39,7 +39,7 @@
 use core::fmt::Write;
 use core::time::Duration;
 
-use crate::clock::{MonoTime, Moment};
+use crate::clock::{Moment, MonoTime};
 use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
 use crate::files::{self, with_suffix};
 use crate::owner::BootId;
@@ -320,10 +320,8 @@ mod tests {
                 boot: Some((BootId([0xff; 16]), BootTime::from_nanos(i64::MIN))),
             }),
         };
-        let wall_only = GuardState {
-            fence: 3,
-            cooldown_until: Some(Moment { wall: WallTime::from_unix_nanos(5), boot: None }),
-        };
+        let wall_only =
+            GuardState { fence: 3, cooldown_until: Some(Moment { wall: WallTime::from_unix_nanos(5), boot: None }) };
         for state in [widest, wall_only, GuardState::default()] {
             let text = state.encode();
             assert_eq!(text.as_bytes().len(), GUARD_RECORD_LEN);

@@ -73,7 +73,7 @@ pub mod text;
 pub mod trust;
 pub mod wait;
 
-pub use clock::{BootId, BootTime, MonoTime, Moment, WallTime};
+pub use clock::{BootId, BootTime, Moment, MonoTime, WallTime};
 pub use error::{
     Contention, CorruptKind, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, SpecError, SpecErrorKind,
     Untrusted,

@@ -4,7 +4,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::clock::{MonoTime, Moment, WallTime};
+use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{Error, FileRole};
 use crate::owner::{Nonce, Owner};
 use crate::record::Record;
@@ -277,8 +277,7 @@ impl Lock {
     /// `Lost` the handle holds nothing afterwards.
     pub fn run_while_held(&mut self, action: &mut dyn FnMut() -> Result<(), Error>) -> Result<CommitOutcome, Error> {
         let held = self.held_here()?;
-        let outcome =
-            self.run(Lock::change_deadline(), |strategy, cx| strategy.run_while_held(cx, &held, action))?;
+        let outcome = self.run(Lock::change_deadline(), |strategy, cx| strategy.run_while_held(cx, &held, action))?;
         if outcome == CommitOutcome::Lost {
             self.held = None;
         }

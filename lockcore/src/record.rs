@@ -177,9 +177,9 @@ pub fn parse_lock_file(bytes: &[u8]) -> Result<LockFileContent, Unrecognised> {
         }
         return match stamp {
             b"0" => Ok(LockFileContent::PidLess),
-            _ => parse_stamp(stamp)
-                .map(|(pid, host)| LockFileContent::Stamp { pid, host })
-                .ok_or(Unrecognised::NotALock),
+            _ => {
+                parse_stamp(stamp).map(|(pid, host)| LockFileContent::Stamp { pid, host }).ok_or(Unrecognised::NotALock)
+            }
         };
     }
     if !rest.starts_with(MARKER) || parse_stamp(stamp).is_none() {
@@ -268,7 +268,10 @@ mod tests {
         assert_eq!(first, std::format!("{pid}").as_bytes());
         let text = rec.encode_lock_file(Stamp::PidHost);
         let first = text.as_bytes().split(|&b| b == b'\n').next().unwrap();
-        assert_eq!(first, std::format!("{pid}:{}", core::str::from_utf8(rec.owner.host.as_bytes()).unwrap()).as_bytes());
+        assert_eq!(
+            first,
+            std::format!("{pid}:{}", core::str::from_utf8(rec.owner.host.as_bytes()).unwrap()).as_bytes()
+        );
     }
 
     #[test]

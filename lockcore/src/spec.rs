@@ -51,6 +51,13 @@ impl Scheme {
         }
     }
 
+    /// Whether a lock of this scheme can go stale and be broken by others:
+    /// every scheme but `flock`, whose kernel lock lasts exactly as long as
+    /// its holder's descriptor, and which nobody can take from a live holder.
+    pub fn breaks_stale_locks(self) -> bool {
+        self != Scheme::Flock
+    }
+
     pub fn from_name(name: &[u8]) -> Option<Scheme> {
         match name {
             b"lockfile" => Some(Scheme::Lockfile),

@@ -377,9 +377,7 @@ pub fn each_dir_entry(dir: &Fd, mut visit: impl FnMut(&[u8]) -> bool) -> SysResu
     loop {
         // SAFETY: the buffer is valid for writes of its whole length, and the
         // kernel writes at most that many bytes of whole records into it.
-        let n = retry(|| {
-            cvt(unsafe { libc::syscall(libc::SYS_getdents64, dir.0, buf.0.as_mut_ptr(), buf.0.len()) })
-        })?;
+        let n = retry(|| cvt(unsafe { libc::syscall(libc::SYS_getdents64, dir.0, buf.0.as_mut_ptr(), buf.0.len()) }))?;
         if n == 0 {
             return Ok(());
         }

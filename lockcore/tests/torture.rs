@@ -168,7 +168,7 @@ fn torture_worker() {
         slot.state.store(ACQUIRING, SeqCst);
         let acquired = match lock.acquire(Some(Duration::from_secs(30))) {
             Ok(acquired) => acquired,
-            Err(lockcore::Error::Timeout) => continue,
+            Err(lockcore::Error::Timeout(_)) => continue,
             Err(e) => {
                 eprintln!("worker {slot_index}: acquire: {e}");
                 shared.errors.fetch_add(1, SeqCst);

@@ -35,8 +35,7 @@ use crate::owner::{Liveness, Nonce};
 use crate::record::{Record, RECORD_LINE_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, new_record, CommitOutcome, Context, Holder, Inspection, ProlongOutcome,
-    ReleaseOutcome, Strategy,
+    commit_if_current, new_record, CommitOutcome, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
 use crate::trust::Sharing;
@@ -152,7 +151,8 @@ impl Strategy for Flock {
             return Ok(ReleaseOutcome::Lost);
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
-        let expires = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
+        let expires =
+            read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
         write_record(&mut guard, None)?;
         guard.start_cooldown(cooldown)?;
         let now = guard.now;
@@ -222,7 +222,11 @@ impl Strategy for Flock {
         Ok(Inspection {
             holder,
             last_fence: guard.state.fence,
-            cooldown_until: guard.state.cooldown_until.filter(|_| guard.state.cooling_down(guard.now)).map(|until| until.wall_as_seen(guard.now)),
+            cooldown_until: guard
+                .state
+                .cooldown_until
+                .filter(|_| guard.state.cooling_down(guard.now))
+                .map(|until| until.wall_as_seen(guard.now)),
             queue_length: None,
         })
     }

@@ -171,7 +171,8 @@ impl Strategy for Lease {
             }
         }
         // A lease file forged with the largest fence leaves none to hand out.
-        let fence = crate::fence::next(state.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+        let fence =
+            crate::fence::next(state.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
         let record = new_record(cx, nonce, fence, now, ttl);
         write(&file, &LeaseState::Held(record))?;
         Ok(record)
@@ -264,7 +265,10 @@ mod tests {
         owner.host = HostName::from_bytes(&[b'h'; 64]).unwrap();
         owner.process.pid = i32::MAX;
         owner.process.start_ticks = u64::MAX;
-        let widest = Moment { wall: WallTime::from_unix_nanos(i64::MIN), boot: Some((BootId([0xff; 16]), BootTime::from_nanos(i64::MIN))) };
+        let widest = Moment {
+            wall: WallTime::from_unix_nanos(i64::MIN),
+            boot: Some((BootId([0xff; 16]), BootTime::from_nanos(i64::MIN))),
+        };
         let held = LeaseState::Held(Record {
             owner,
             nonce: Nonce(u128::MAX),

@@ -17,6 +17,7 @@
 //! judged. A file at the lock path in no format of ours or theirs (a data
 //! file) is never removed.
 
+use crate::clock::WallTime;
 use crate::error::{Error, FileError, FileRole};
 use crate::files::{self, create_helper_file, with_suffix, READ_RECORD_FLAGS};
 use crate::record::{parse_lock_file, LockFileContent, Record, Stamp, Unrecognised, RECORD_CAPACITY};
@@ -24,7 +25,6 @@ use crate::spec::{ShortText, Spec};
 use crate::strategy::guarded::LockStore;
 use crate::strategy::{Context, ForeignRule, Found, Holding};
 use crate::sys::{self, CPath, Errno};
-use crate::clock::WallTime;
 
 /// The lock file of a `lockfile` lock.
 #[derive(Debug)]
@@ -123,7 +123,9 @@ impl LockStore for LockFile {
         match found.holding {
             // Ours changes only under the guard, and no peer can replace a
             // file that is there: exactly the one that was read.
-            Holding::Ours(_) => files::ignore_missing(sys::unlink(&self.lock), FileRole::Lock, &self.lock).map(|()| true),
+            Holding::Ours(_) => {
+                files::ignore_missing(sys::unlink(&self.lock), FileRole::Lock, &self.lock).map(|()| true)
+            }
             _ => files::remove_judged(&self.lock, &found.stat, |aside| {
                 files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
             }),
@@ -184,7 +186,11 @@ mod tests {
 
     #[test]
     fn the_protected_file_is_never_its_own_lock_file() {
-        for spec in ["lockfile:/srv/data.txt?format=%25f", "lockfile:/srv/data.txt?format=%25D/%25F", "lockfile:data?format=%25D/%25F"] {
+        for spec in [
+            "lockfile:/srv/data.txt?format=%25f",
+            "lockfile:/srv/data.txt?format=%25D/%25F",
+            "lockfile:data?format=%25D/%25F",
+        ] {
             let err = lock_path(spec).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Spec(SpecErrorKind::BadValue), "{spec}");
         }

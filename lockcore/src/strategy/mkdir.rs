@@ -53,7 +53,9 @@ enum Entries {
 
 /// Whether `name` is a record being written beside `owner` by a prolong.
 fn is_record_helper(name: &[u8]) -> bool {
-    name.len() == 6 + 32 && name.starts_with(b"owner.") && name[6..].iter().all(|&b| crate::text::hex_value(b).is_some())
+    name.len() == 6 + 32
+        && name.starts_with(b"owner.")
+        && name[6..].iter().all(|&b| crate::text::hex_value(b).is_some())
 }
 
 fn entries(dir: &Fd) -> Result<Entries, Error> {

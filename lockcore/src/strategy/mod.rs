@@ -17,7 +17,7 @@ pub mod toplock;
 
 use core::time::Duration;
 
-use crate::clock::{MonoTime, Moment, WallTime};
+use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{CorruptKind, Error, FileRole, HolderSummary};
 use crate::owner::{HostName, Liveness, Nonce, Owner};
 use crate::record::Record;
@@ -234,7 +234,8 @@ pub fn judge_record(cx: &Context<'_>, rec: &Record, now: Moment) -> Holder {
         host: Some(rec.owner.host),
         record: Some(*rec),
         liveness,
-        stale: past_expiry(rec.expires, now) || (cx.options.stale == StaleCheck::DeadOwner && liveness == Liveness::Dead),
+        stale: past_expiry(rec.expires, now)
+            || (cx.options.stale == StaleCheck::DeadOwner && liveness == Liveness::Dead),
         this_handle: false,
         since: Some(rec.since),
         expires: rec.expires.map(|at| at.wall_as_seen(now)),

@@ -105,10 +105,9 @@ impl LockStore for Symlink {
         };
         let holding = match Record::parse_line(&target[..n]) {
             // An operator's `touch -h` moved the mtime: the expiry moves with it.
-            Some(Ok(record)) => Holding::Ours(Record {
-                expires: record.expires.map(|at| moved(at, at.wall, mtime)),
-                ..record
-            }),
+            Some(Ok(record)) => {
+                Holding::Ours(Record { expires: record.expires.map(|at| moved(at, at.wall, mtime)), ..record })
+            }
             Some(Err(kind)) => Holding::Corrupt(kind),
             None => Holding::Foreign { pid: 0, host: None, rule: ForeignRule::ExpiresAtMtime },
         };
@@ -134,7 +133,9 @@ impl LockStore for Symlink {
 
     fn remove(&self, _cx: &Context<'_>, found: &Found) -> Result<bool, Error> {
         match found.holding {
-            Holding::Ours(_) => files::ignore_missing(sys::unlink(&self.lock), FileRole::Lock, &self.lock).map(|()| true),
+            Holding::Ours(_) => {
+                files::ignore_missing(sys::unlink(&self.lock), FileRole::Lock, &self.lock).map(|()| true)
+            }
             _ => files::remove_judged(&self.lock, &found.stat, |aside| {
                 files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
             }),
@@ -153,7 +154,10 @@ mod tests {
 
     #[test]
     fn touching_the_link_moves_the_whole_expiry() {
-        let at = Moment { wall: WallTime::from_unix_nanos(10_000), boot: Some((BootId([1; 16]), BootTime::from_nanos(500))) };
+        let at = Moment {
+            wall: WallTime::from_unix_nanos(10_000),
+            boot: Some((BootId([1; 16]), BootTime::from_nanos(500))),
+        };
         let later = moved(at, at.wall, WallTime::from_unix_nanos(12_000));
         assert_eq!(later.wall, WallTime::from_unix_nanos(12_000));
         assert_eq!(later.boot.map(|(_, t)| t.nanos()), Some(2_500));

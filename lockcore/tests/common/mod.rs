@@ -34,7 +34,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lockcore::guard::GuardState;
 use lockcore::record::{Record, Stamp};
 use lockcore::{Lock, Nonce, Owner, WallTime};
 
@@ -53,64 +52,41 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 // Schemes
 // ---------------------------------------------------------------------------
 
-/// The three strategies, and where each keeps its files in a test directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scheme {
-    Lockfile,
-    Mkdir,
-    Flock,
+pub use lockcore::Scheme;
+
+/// Where the tests keep each scheme's lock in a test directory, and what
+/// the lock is made of there, for every scheme of lockcore's own list
+/// (`Scheme::ALL`): a scheme added to lockcore is tested without a change
+/// here. The paths come from lockcore itself (`Lock::path`,
+/// `Lock::guard_path`), never from a table of the tests' own.
+pub trait SchemeFiles: Copy {
+    /// The target named in the spec: the protected file for `lockfile`
+    /// (whose lock file is `<target>.lock`), the lock's own path otherwise.
+    fn target(self, dir: &Path) -> PathBuf;
+    /// `scheme:target?query`.
+    fn spec(self, dir: &Path, query: &str) -> String;
+    /// The path that is the lock.
+    fn lock_path(self, dir: &Path) -> PathBuf;
+    /// The guard beside the lock, for the schemes that keep one (`flock`
+    /// keeps its state there too).
+    fn guard_path(self, dir: &Path) -> Option<PathBuf>;
+    /// The file whose lock excludes other processes while the lock
+    /// changes, and that keeps the last fence: the guard, or the lock file
+    /// itself (`lease`, `toplock`).
+    fn state_path(self, dir: &Path) -> PathBuf {
+        self.guard_path(dir).unwrap_or_else(|| self.lock_path(dir))
+    }
 }
 
-impl Scheme {
-    pub const ALL: [Scheme; 3] = [Scheme::Lockfile, Scheme::Mkdir, Scheme::Flock];
-
-    pub fn name(self) -> &'static str {
+impl SchemeFiles for Scheme {
+    fn target(self, dir: &Path) -> PathBuf {
         match self {
-            Scheme::Lockfile => "lockfile",
-            Scheme::Mkdir => "mkdir",
-            Scheme::Flock => "flock",
+            Scheme::Lockfile => dir.join("data"),
+            _ => dir.join("lock"),
         }
     }
 
-    /// The target named in the spec: the protected file (`lockfile`), the
-    /// lock directory (`mkdir`), the flock'd file (`flock`).
-    pub fn target(self, dir: &Path) -> PathBuf {
-        match self {
-            Scheme::Lockfile => dir.join("data.txt"),
-            Scheme::Mkdir => dir.join("data.lock"),
-            Scheme::Flock => dir.join("data.flock"),
-        }
-    }
-
-    /// The path that is the lock: `<target>.lock`, the directory, the file.
-    pub fn lock_path(self, dir: &Path) -> PathBuf {
-        match self {
-            Scheme::Lockfile => with_suffix(&self.target(dir), ".lock"),
-            Scheme::Mkdir | Scheme::Flock => self.target(dir),
-        }
-    }
-
-    /// The guard file beside the lock; `flock` has none (the kernel is its guard).
-    pub fn guard_path(self, dir: &Path) -> Option<PathBuf> {
-        match self {
-            Scheme::Lockfile | Scheme::Mkdir => Some(with_suffix(&self.lock_path(dir), ".guard")),
-            Scheme::Flock => None,
-        }
-    }
-
-    /// Where a creator builds the lock before it appears: `<lock>.tmp` for
-    /// `lockfile`, the staging directory `<target>.new` for `mkdir`; `flock`
-    /// has no such step.
-    pub fn staging_path(self, dir: &Path) -> Option<PathBuf> {
-        match self {
-            Scheme::Lockfile => Some(with_suffix(&self.lock_path(dir), ".tmp")),
-            Scheme::Mkdir => Some(with_suffix(&self.lock_path(dir), ".new")),
-            Scheme::Flock => None,
-        }
-    }
-
-    /// `scheme:target?query`.
-    pub fn spec(self, dir: &Path, query: &str) -> String {
+    fn spec(self, dir: &Path, query: &str) -> String {
         let target = self.target(dir);
         let target = target.to_str().expect("test paths are UTF-8");
         assert!(!target.contains(['?', '%', '&']), "test directory {target} would need percent-encoding");
@@ -121,70 +97,19 @@ impl Scheme {
         }
     }
 
-    /// Whether a stale record can be broken. A flock lock is never stale: the
-    /// kernel lets go of it when its holder dies, and nobody can take it from
-    /// a live holder, whatever its TTL.
-    pub fn breaks_stale(self) -> bool {
-        self != Scheme::Flock
+    fn lock_path(self, dir: &Path) -> PathBuf {
+        path_of(&open_lock(&self.spec(dir, "")))
     }
-}
 
-/// One of the six strategies, with the files it keeps in a test directory:
-/// for tests that need every strategy (the `Scheme` above covers the three
-/// whose records the tests forge).
-pub struct StrategyFiles {
-    pub name: &'static str,
-    /// `scheme:target`, without a query.
-    pub spec: String,
-    /// The path that is the lock.
-    pub lock: PathBuf,
-    /// The guard beside it, for the strategies that keep one.
-    pub guard: Option<PathBuf>,
-    /// The file that keeps the last fence, and whose flock excludes the
-    /// other processes (`flock`: the kernel lock on the same file).
-    pub state: PathBuf,
-}
-
-/// Every strategy, its lock in `dir`.
-pub fn every_strategy(dir: &Path) -> Vec<StrategyFiles> {
-    let at = |name: &str| dir.join(name);
-    let guarded = |name: &'static str, target: &str, lock: PathBuf| {
-        let guard = with_suffix(&lock, ".guard");
-        StrategyFiles {
-            name,
-            spec: format!("{name}:{}", at(target).display()),
-            lock,
-            guard: Some(guard.clone()),
-            state: guard,
-        }
-    };
-    let alone = |name: &'static str, target: &str| StrategyFiles {
-        name,
-        spec: format!("{name}:{}", at(target).display()),
-        lock: at(target),
-        guard: None,
-        state: at(target),
-    };
-    vec![
-        guarded("lockfile", "data", at("data.lock")),
-        guarded("mkdir", "dirlock", at("dirlock")),
-        alone("flock", "flocked"),
-        guarded("symlink", "link", at("link")),
-        alone("lease", "lease"),
-        alone("toplock", "queue"),
-    ]
-}
-
-pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
+    fn guard_path(self, dir: &Path) -> Option<PathBuf> {
+        open_lock(&self.spec(dir, "")).guard_path().map(|p| PathBuf::from(OsStr::from_bytes(p.as_bytes())))
+    }
 }
 
 /// Runs `body` once per scheme, each in a fresh directory, and reports every
 /// scheme that failed (not only the first).
-pub fn each_scheme(label: &str, mut body: impl FnMut(Scheme, &TestDir)) {
-    each_of(label, &Scheme::ALL, |scheme, dir| body(scheme, dir));
+pub fn each_scheme(label: &str, body: impl FnMut(Scheme, &TestDir)) {
+    each_of(label, Scheme::ALL, body);
 }
 
 /// [`each_scheme`] over a chosen list of schemes.
@@ -205,6 +130,34 @@ pub fn each_of(label: &str, schemes: &[Scheme], mut body: impl FnMut(Scheme, &Te
         }
     }
     assert!(failed.is_empty(), "{label}: failed for {failed:?}");
+}
+
+/// Leaves the lock of `spec` held by `owner`, in the scheme's own format,
+/// as if that process had taken it and then died (or lived on): a handle
+/// acting as `owner` acquires, and forgets the acquisition. For `flock` the
+/// kernel lock goes with the handle; only its record stays.
+pub fn leave_lock(spec: &str, owner: Owner) -> Record {
+    let spec_parsed = lockcore::Spec::parse(spec.as_bytes()).unwrap_or_else(|e| panic!("parse {spec}: {e}"));
+    let mut lock = Lock::with_owner(spec_parsed, owner).unwrap_or_else(|e| panic!("open {spec}: {e}"));
+    lock.try_acquire().unwrap_or_else(|e| panic!("leave {spec} held by {owner:?}: {e}"));
+    let record = *lock.held().expect("held after try_acquire");
+    lock.forget();
+    record
+}
+
+/// This process, as an owner that is someone else: the same host and
+/// boot, `pid`, started at `start_ticks`.
+pub fn owner_as(pid: i32, start_ticks: u64) -> Owner {
+    let mut owner = Owner::current().unwrap();
+    owner.process.pid = pid;
+    owner.process.start_ticks = start_ticks;
+    owner
+}
+
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
 }
 
 // ---------------------------------------------------------------------------
@@ -300,8 +253,9 @@ fn cstring(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).expect("no NUL in test paths")
 }
 
-/// A record as lockcore writes it, for an owner of our choosing: this host
-/// and boot unless `host` says otherwise.
+/// A lock file as `lockfile` (and the record inside a `mkdir` lock)
+/// holds it, for an owner of our choosing: this host and boot unless `host`
+/// says otherwise.
 pub fn forged_record(
     pid: i32,
     start_ticks: u64,
@@ -309,14 +263,13 @@ pub fn forged_record(
     fence: u64,
     expires: Option<SystemTime>,
 ) -> Vec<u8> {
-    let mut owner = Owner::current().unwrap();
-    owner.process.pid = pid;
-    owner.process.start_ticks = start_ticks;
+    let mut owner = owner_as(pid, start_ticks);
     if let Some(host) = host {
         owner.host = lockcore::owner::HostName::from_bytes(host.as_bytes()).expect("a valid host name");
     }
-    let record = Record { owner, nonce: Nonce::random().unwrap(), fence, expires: expires.map(wall_time) };
-    record.encode(Stamp::Pid).as_bytes().to_vec()
+    let expires = expires.map(|at| lockcore::Moment { wall: wall_time(at), boot: None });
+    let record = Record { owner, nonce: Nonce::random().unwrap(), fence, since: WallTime::now(), expires };
+    record.encode_lock_file(Stamp::Pid).as_bytes().to_vec()
 }
 
 pub fn wall_time(at: SystemTime) -> WallTime {
@@ -329,26 +282,6 @@ pub fn wall_time(at: SystemTime) -> WallTime {
 
 pub fn wall_now() -> WallTime {
     WallTime::now()
-}
-
-/// Puts `record` where `scheme` keeps its record: the lock file, the `owner`
-/// file inside the lock directory, or after the state line of the flock'd
-/// file (whose last fence is then `fence`).
-pub fn plant_record(scheme: Scheme, dir: &Path, record: &[u8], fence: u64) {
-    let lock = scheme.lock_path(dir);
-    match scheme {
-        Scheme::Lockfile => fs::write(&lock, record).unwrap(),
-        Scheme::Mkdir => {
-            fs::create_dir(&lock).unwrap();
-            fs::write(lock.join("owner"), record).unwrap();
-        }
-        Scheme::Flock => {
-            let state = GuardState { fence, cooldown_until: None };
-            let mut bytes = state.encode().as_bytes().to_vec();
-            bytes.extend_from_slice(record);
-            fs::write(&lock, bytes).unwrap();
-        }
-    }
 }
 
 /// Field 3 (state) and field 22 (start time in ticks) of `/proc/PID/stat`.

@@ -62,11 +62,31 @@ pub enum Line {
     Header(Header),
     /// A header of another format version: this log is not ours to replay.
     OtherVersion,
-    Request { nonce: Nonce, owner: Owner, patience: Option<i64>, t: i64 },
-    Grant { nonce: Nonce, until: Grant, t: i64, fence: u64 },
-    Done { nonce: Nonce, t: i64, not_before: i64 },
-    Skip { nonce: Nonce, t: i64 },
-    Broken { nonce: Nonce, t: i64 },
+    Request {
+        nonce: Nonce,
+        owner: Owner,
+        patience: Option<i64>,
+        t: i64,
+    },
+    Grant {
+        nonce: Nonce,
+        until: Grant,
+        t: i64,
+        fence: u64,
+    },
+    Done {
+        nonce: Nonce,
+        t: i64,
+        not_before: i64,
+    },
+    Skip {
+        nonce: Nonce,
+        t: i64,
+    },
+    Broken {
+        nonce: Nonce,
+        t: i64,
+    },
 }
 
 impl Line {

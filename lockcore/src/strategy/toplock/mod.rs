@@ -27,9 +27,7 @@ use crate::error::{Contention, CorruptKind, Error, FileRole};
 use crate::owner::{Liveness, Nonce};
 use crate::record::Record;
 use crate::spec::{Spec, StaleCheck};
-use crate::strategy::{
-    CommitOutcome, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
-};
+use crate::strategy::{CommitOutcome, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};
 use crate::sys::CPath;
 use crate::trust::Sharing;
 use line::{nanos, Grant, Line};
@@ -122,14 +120,16 @@ impl Strategy for Toplock {
                 return Err(Error::Busy(Contention::Queued { ahead, holder }));
             }
             if log.now < log.replay.header.not_before {
-                let until = WallTime::now().saturating_add(Duration::from_nanos((log.replay.header.not_before - log.now) as u64));
+                let until = WallTime::now()
+                    .saturating_add(Duration::from_nanos((log.replay.header.not_before - log.now) as u64));
                 return Err(Error::Busy(Contention::CoolingDown { until }));
             }
             // The grant and its fence are stamped under the exclusive lock
             // of the append, so they count from the moment they are written.
             let last_fence = log.replay.header.last_fence;
             let wall = WallTime::now();
-            let fence = crate::fence::next(last_fence, wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+            let fence =
+                crate::fence::next(last_fence, wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
             let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
             self.queue.append(cx, |t| Line::Grant { nonce: mine, until: until(t), t, fence })?;
             self.queue.load(cx)?;

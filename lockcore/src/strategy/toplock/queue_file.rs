@@ -203,7 +203,11 @@ impl QueueFile {
     /// Runs `action` on the log read and replayed under the exclusive lock,
     /// which it holds throughout, so that nothing (a grant included) is
     /// appended meanwhile.
-    pub fn while_exclusive<T>(&mut self, cx: &Context<'_>, action: impl FnOnce(&Log) -> Result<T, Error>) -> Result<T, Error> {
+    pub fn while_exclusive<T>(
+        &mut self,
+        cx: &Context<'_>,
+        action: impl FnOnce(&Log) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let header = Line::Header(fresh_header(cx, 0)).encode();
         let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
         self.log.read(&file, cx)?;

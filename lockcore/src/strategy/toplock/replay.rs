@@ -351,7 +351,12 @@ impl Replay {
             if request.grant != Grant::No {
                 // Only the head can hold a grant; written at the log's
                 // latest time, when it was already valid.
-                let grant = Line::Grant { nonce: request.nonce, until: request.grant, t: self.header.floor, fence: request.fence };
+                let grant = Line::Grant {
+                    nonce: request.nonce,
+                    until: request.grant,
+                    t: self.header.floor,
+                    fence: request.fence,
+                };
                 emit(grant.encode().as_bytes())?;
             }
         }
@@ -380,7 +385,14 @@ mod tests {
 
     impl Log {
         fn new(last_fence: u64) -> Log {
-            let header = Header { boot: Some(BootId([1; 16])), not_before: 0, last_end: 0, floor: 0, last_fence, head_since: None };
+            let header = Header {
+                boot: Some(BootId([1; 16])),
+                not_before: 0,
+                last_end: 0,
+                floor: 0,
+                last_fence,
+                head_since: None,
+            };
             Log(Line::Header(header).encode().as_bytes().to_vec())
         }
         fn push(&mut self, line: Line) -> &mut Log {
@@ -418,7 +430,11 @@ mod tests {
         log.push(Line::Done { nonce: Nonce(1), t: 16, not_before: 0 }).grant(2, 100 * SECOND, 17, 0);
         let replay = log.replay(18);
         assert_eq!(replay.holder(18).map(|i| replay.requests[i].nonce.0), Some(2));
-        assert_eq!(replay.requests[replay.find(Nonce(2)).unwrap()].fence, 51, "above the last fence, whatever the line says");
+        assert_eq!(
+            replay.requests[replay.find(Nonce(2)).unwrap()].fence,
+            51,
+            "above the last fence, whatever the line says"
+        );
     }
 
     #[test]
@@ -515,21 +531,31 @@ mod tests {
     #[test]
     fn compaction_keeps_every_place_holder_and_fence() {
         let mut log = Log::new(0);
-        log.request(1, None, 0).grant(1, 1000 * SECOND, 1, 500).push(Line::Done { nonce: Nonce(1), t: 2, not_before: 0 });
+        log.request(1, None, 0).grant(1, 1000 * SECOND, 1, 500).push(Line::Done {
+            nonce: Nonce(1),
+            t: 2,
+            not_before: 0,
+        });
         log.request(2, None, 3).grant(2, 1000 * SECOND, 4, 0).request(3, Some(SECOND), 5).request(4, None, 6);
         log.push(Line::Done { nonce: Nonce(4), t: 7, not_before: 0 });
         let before = log.replay(8);
         let mut compacted = std::vec::Vec::new();
-        before.compacted::<()>(&log.0, &mut |piece| {
-            compacted.extend_from_slice(piece);
-            Ok(())
-        }).unwrap();
+        before
+            .compacted::<()>(&log.0, &mut |piece| {
+                compacted.extend_from_slice(piece);
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(compacted.len(), before.compacted_len(&log.0));
         assert!(compacted.len() < log.0.len());
         let mut after = Replay::new();
         after.run(&compacted, 8).unwrap();
         let queue = |r: &Replay| {
-            r.requests[..r.count].iter().filter(|q| !q.done()).map(|q| (q.nonce, q.grant, q.fence)).collect::<std::vec::Vec<_>>()
+            r.requests[..r.count]
+                .iter()
+                .filter(|q| !q.done())
+                .map(|q| (q.nonce, q.grant, q.fence))
+                .collect::<std::vec::Vec<_>>()
         };
         assert_eq!(queue(&after), queue(&before));
         assert_eq!(after.header.last_fence, before.header.last_fence);
@@ -540,10 +566,12 @@ mod tests {
         slow.request(5, Some(10 * SECOND), 100).request(6, None, 200);
         let before = slow.replay(5 * SECOND);
         let mut compacted = std::vec::Vec::new();
-        before.compacted::<()>(&slow.0, &mut |piece| {
-            compacted.extend_from_slice(piece);
-            Ok(())
-        }).unwrap();
+        before
+            .compacted::<()>(&slow.0, &mut |piece| {
+                compacted.extend_from_slice(piece);
+                Ok(())
+            })
+            .unwrap();
         let mut after = Replay::new();
         after.run(&compacted, 5 * SECOND).unwrap();
         assert_eq!(before.requests[before.head().unwrap()].nonce, Nonce(5));
