@@ -7,7 +7,8 @@
 //! owner's group, `0666` everyone; every file the library creates gets
 //! exactly those bits, whatever the creator's umask (a `lockfile` lock file
 //! only the read bits, 0440, since LockFile::Simple overwrites a writable
-//! one; a `mkdir` lock directory a search bit with each read bit, 0770).
+//! one; a `mkdir` lock directory a search bit with each read bit, 0770); and
+//! a file that another user could have planted is not trusted.
 //!
 //! The tests run their lock holders as the real users of
 //! [`common::users`]: making those needs root, and without it each test says
@@ -19,19 +20,29 @@
 //!   every scheme. No two are ever inside at once, the shared counter is
 //!   exact, no child fails, and what the library leaves in the directory is
 //!   the group's with exactly the mode's bits.
+//! * `files_planted_by_another_user_are_not_trusted`: in a directory like
+//!   `/tmp` (1777), `lockcore-other` plants a file where a lock of
+//!   `lockcore-web` will keep its state, before its first use, with mode 0666
+//!   and a valid content: one that keeps the lock closed for ten years, or
+//!   one that lets it be taken. `lockcore-web` opens the lock private
+//!   (`mode=0600`) and tries it once: the attempt fails and the planted file
+//!   is untouched. Where `fs.protected_regular` is set, the kernel itself
+//!   refuses an `O_CREAT` open of another user's file in a sticky
+//!   world-writable directory (`EACCES`), before the library sees the file.
 
 mod common;
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use common::users::{
     check_identity, child_user, file_kind, path_text, shm_for_everyone, SharedDir, TestUser, TestUsers, UserChild,
 };
-use common::{child_main, var, var_usize, wait_until, with_suffix, Shm};
+use common::{child_main, snapshot, var, var_usize, wait_until, wall_time, with_suffix, Shm};
+use lockcore::guard::GuardState;
 use lockcore::{Lock, ReleaseOutcome, Scheme};
 
 /// Acquisitions per holder: enough for every holder to meet the others'
@@ -47,6 +58,9 @@ const INSIDE: usize = 2;
 const MAX_INSIDE: usize = 3;
 const OVERLAPS: usize = 4;
 const COUNT: usize = 5;
+/// A probe's outcome as text: its length, then its bytes, eight a slot.
+const OUTCOME: usize = 16;
+const OUTCOME_BYTES: usize = 1024;
 
 #[test]
 fn child_entry() {
@@ -57,6 +71,8 @@ fn run_role(role: &str) {
     check_identity();
     match role {
         "count" => count(),
+        "plant" => plant(),
+        "probe" => probe(),
         other => panic!("unknown role {other}"),
     }
 }
@@ -87,6 +103,50 @@ fn count() {
             other => panic!("{who}: release {i} of {spec}: {other:?}"),
         }
     }
+}
+
+/// Creates `PATH` with `CONTENT`, mode 0666 whatever the umask.
+fn plant() {
+    let path = PathBuf::from(var("PATH"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o666)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: create {}: {e}", child_user(), path.display()));
+    std::io::Write::write_all(&mut file, var("CONTENT").as_bytes()).unwrap();
+    file.set_permissions(std::fs::Permissions::from_mode(0o666)).unwrap();
+}
+
+/// Opens `SPEC` and tries it once; the outcome goes to the shared memory
+/// as text (`open: ...` or `try_acquire: ...`) for the parent to judge.
+fn probe() {
+    let shm = Shm::open(var("SHM").as_ref());
+    let spec = var("SPEC");
+    let outcome = match Lock::open(spec.as_bytes()) {
+        Err(e) => format!("open: Err({e:?}): {e}"),
+        Ok(mut lock) => match lock.try_acquire() {
+            Ok(acquired) => format!("try_acquire: Ok({acquired:?})"),
+            Err(e) => format!("try_acquire: Err({e:?}): {e}"),
+        },
+    };
+    put_text(&shm, OUTCOME, &outcome);
+}
+
+fn put_text(shm: &Shm, at: usize, text: &str) {
+    let bytes = &text.as_bytes()[..text.len().min(OUTCOME_BYTES)];
+    for (i, chunk) in bytes.chunks(8).enumerate() {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        shm.at(at + 1 + i).store(u64::from_le_bytes(word), SeqCst);
+    }
+    shm.at(at).store(bytes.len() as u64, SeqCst);
+}
+
+fn text_at(shm: &Shm, at: usize) -> String {
+    let len = shm.get(at) as usize;
+    let bytes: Vec<u8> = (0..len.div_ceil(8)).flat_map(|i| shm.get(at + 1 + i).to_le_bytes()).take(len).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Where each scheme's lock lives in `dir`: the target of its spec, and the
@@ -202,4 +262,88 @@ fn files_left_wrongly(scheme: Scheme, dir: &SharedDir, users: &TestUsers) -> Vec
         }
     }
     problems
+}
+
+/// What a hostile user plants where a lock will keep its state.
+#[derive(Clone, Copy, Debug)]
+enum Planted {
+    /// A valid state that keeps the lock closed for ten years: trusting it
+    /// wedges the lock.
+    ClosedForYears,
+    /// A valid state with the lock free: trusting it means writing the
+    /// lock's state (its fences) into a file its planter can rewrite.
+    Open,
+}
+
+/// The file of `scheme`'s lock in `dir` that a hostile user can plant
+/// before first use: the guard beside the lock, or the file that is the lock.
+fn planted_path(scheme: Scheme, dir: &Path) -> PathBuf {
+    match scheme {
+        Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink => with_suffix(&lock_path(scheme, dir), ".guard"),
+        Scheme::Flock | Scheme::Lease | Scheme::Toplock => lock_path(scheme, dir),
+    }
+}
+
+/// Content that each scheme parses as valid: a guard line (a guard, and the
+/// first line of a flock'd file), a free lease line, a queue header.
+fn planted_content(scheme: Scheme, planted: Planted) -> String {
+    let ten_years = Duration::from_secs(10 * 365 * 24 * 3600);
+    let closed_until = match planted {
+        Planted::ClosedForYears => Some(wall_time(SystemTime::now() + ten_years)),
+        Planted::Open => None,
+    };
+    let not_before = closed_until.map_or(0, |at| at.unix_nanos());
+    let fence = 7;
+    match scheme {
+        Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink | Scheme::Flock => {
+            let line = GuardState { fence, cooldown_until: closed_until }.encode();
+            String::from_utf8(line.as_bytes().to_vec()).unwrap()
+        }
+        // lease.rs: a free lease, "0 <not before> <fence> - - 0 -" with
+        // tabs, padded with spaces to 255 bytes and a newline.
+        Scheme::Lease => format!("{:<255}\n", format!("0\t{not_before}\t{fence}\t-\t-\t0\t-")),
+        // toplock.rs: a compacted queue with nothing pending, "H 3 <seq
+        // before> <not before> <last end> <time floor> <last fence> -".
+        Scheme::Toplock => format!("H 3 {fence} {not_before} 0 0 {fence} -\n"),
+    }
+}
+
+#[test]
+fn files_planted_by_another_user_are_not_trusted() {
+    let Some(users) = TestUsers::get() else { return };
+    let mut cases = Vec::new();
+    for &scheme in Scheme::ALL {
+        for planted in [Planted::ClosedForYears, Planted::Open] {
+            cases.push((format!("{} {planted:?}", scheme.name()), (scheme, planted)));
+        }
+    }
+    each_case("planted", &cases, |&(scheme, planted)| {
+        let dir = SharedDir::like_tmp(&format!("planted-{}", scheme.name()));
+        let shm_dir = SharedDir::like_tmp(&format!("planted-{}-shm", scheme.name()));
+        let shm = shm_for_everyone(shm_dir.path());
+        let path = planted_path(scheme, dir.path());
+        let vars = [("PATH", path.display().to_string()), ("CONTENT", planted_content(scheme, planted))];
+        users.spawn_as(TestUser::Other, 0o022, "plant", &vars).finish().unwrap_or_else(|e| panic!("{e}"));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.uid(), meta.mode() & 0o7777), (users.uid(TestUser::Other), 0o666), "the planted file");
+        let before = snapshot(&path);
+        let before_text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+
+        let vars = [("SPEC", spec(scheme, dir.path(), "mode=0600")), ("SHM", shm.path().display().to_string())];
+        users.spawn_as(TestUser::Web, 0o022, "probe", &vars).finish().unwrap_or_else(|e| panic!("{e}"));
+        let outcome = text_at(&shm, OUTCOME);
+        // Shown with the failures of other cases, for the whole picture.
+        eprintln!("{} {planted:?}: {outcome}", scheme.name());
+        let listing = dir.listing(&users);
+        let after_text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        assert!(
+            snapshot(&path) == before,
+            "{} was changed from {before_text:?} to {after_text:?}; probe: {outcome}\n{listing}",
+            path.display()
+        );
+        assert!(outcome.starts_with("try_acquire: Err("), "probe: {outcome}\n{listing}");
+        // TODO(untrusted): the error must be `lockcore::Error::Untrusted(..)`
+        // (Debug text `try_acquire: Err(Untrusted(`), its message naming the
+        // planted file, its owner lockcore-other and its mode 0666.
+    });
 }
