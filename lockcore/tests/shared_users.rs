@@ -296,7 +296,9 @@ fn planted_content(scheme: Scheme, planted: Planted) -> String {
     let fence = 7;
     match scheme {
         Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink | Scheme::Flock => {
-            let line = GuardState { fence, cooldown_until: closed_until }.encode();
+            let line =
+                GuardState { fence, cooldown_until: closed_until.map(|wall| lockcore::Moment { wall, boot: None }) }
+                    .encode();
             String::from_utf8(line.as_bytes().to_vec()).unwrap()
         }
         // lease.rs: a free lease, "0 <not before> <fence> - - 0 -" with
