@@ -114,7 +114,10 @@ impl LockStore for Mkdir {
         // made with no bits at all cannot be opened to set them, except by root.
         sys::mkdir(&staging, 0o700).map_err(|e| FileError::from_errno(FileRole::Helper, &staging, e))?;
         let built = open_dir(&staging)?.ok_or(Error::not_a_lock(FileRole::Helper)).and_then(|dir| {
-            sys::fchmod(&dir, cx.sharing.dir_mode()).map_err(|e| FileError::io(FileRole::Helper, e))?;
+            // The setgid bit a directory inherits in a group-shared parent
+            // is kept: it is what gives the record the shared group.
+            let inherited = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Helper, e))?.permissions() & 0o2000;
+            sys::fchmod(&dir, cx.sharing.dir_mode() | inherited).map_err(|e| FileError::io(FileRole::Helper, e))?;
             write_record(&dir, RECORD_NAME, record, cx.sharing.record_mode())
         });
         let placed = built.and_then(|()| rename_into_place(&staging, &self.lock));
