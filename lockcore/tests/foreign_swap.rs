@@ -257,5 +257,7 @@ fn a_fresh_peer_lock_put_in_place_of_a_judged_stale_one_is_never_removed() {
         assert_eq!(shm.get(ERRORS), 0, "a breaker failed");
         assert!(shm.get(CHECKED) > 0, "the peer never got its fresh lock in place");
         assert!(shm.get(ACQUIRED) > 0, "no breaker ever broke a stale lock of the peer's");
+        // Hundreds of times a run: the window this test is about was open.
+        assert!(shm.get(RACED) > 0, "no breaker ever met a lock replaced between its judgement and its change");
     });
 }
