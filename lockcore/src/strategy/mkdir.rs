@@ -83,7 +83,15 @@ impl LockStore for Mkdir {
         let stat = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Lock, e))?;
         cx.sharing.check(FileRole::Lock, &stat)?;
         let written_at = WallTime::from_unix_nanos(stat.mtime_ns);
-        let holding = match entries(&dir)? {
+        let listed = match entries(&dir) {
+            // Removed since it was opened (a peer's rmdir, or a directory it
+            // renamed over this one): listing a removed directory says
+            // ENOENT. Nothing is there as far as this read goes; a lock made
+            // there meanwhile is found by the create.
+            Err(Error::File(e)) if e.errno == Some(Errno::ENOENT) => return Ok(None),
+            other => other?,
+        };
+        let holding = match listed {
             Entries::Empty => Holding::Foreign { pid: 0, host: None, rule: ForeignRule::Anonymous },
             Entries::Other => return Err(Error::not_a_lock(FileRole::Lock)),
             Entries::OnlyOurs => {
