@@ -132,10 +132,7 @@ pub fn remove_judged(
         Err(e) => return Err(FileError::from_errno(FileRole::Lock, path, e)),
     }
     match sys::lstat(&aside) {
-        // The same inode, unchanged since (a rename leaves the mtime be):
-        // an inode number alone may have been given to a new file since
-        // the judged one was removed, and ext4 does so at once.
-        Ok(moved) if moved.same_file(judged) && moved.mtime_ns == judged.mtime_ns => {
+        Ok(moved) if is_judged(&moved, judged) => {
             remove(&aside)?;
             Ok(true)
         }
@@ -147,6 +144,48 @@ pub fn remove_judged(
             Ok(false)
         }
     }
+}
+
+/// Puts the finished helper `replacement` at `path` in place of the file
+/// `judged` there, only if it is still that file: the two swap names in one
+/// step (`RENAME_EXCHANGE`); if what came out is not the judged file (a peer
+/// renamed its lock over ours since), the swap is undone and the answer is
+/// `Ok(false)`. The helper name is gone afterwards either way. Where the
+/// file system cannot swap names (NFS), a plain rename replaces what is
+/// there, as before that check existed.
+pub fn replace_judged(path: &CPath, judged: &FileStat, replacement: &CPath) -> Result<bool, Error> {
+    match sys::rename_exchange(replacement, path) {
+        Ok(()) => {
+            // The helper name now names what was at `path`.
+            let replaced = sys::lstat(replacement).is_ok_and(|old| is_judged(&old, judged));
+            if !replaced {
+                let _ = sys::rename_exchange(replacement, path);
+            }
+            let _ = sys::unlink(replacement);
+            Ok(replaced)
+        }
+        Err(Errno::ENOENT) => {
+            let _ = sys::unlink(replacement);
+            Ok(false)
+        }
+        Err(e) if e == Errno::EINVAL || e == Errno::ENOSYS => {
+            sys::rename(replacement, path).map(|()| true).map_err(|e| {
+                let _ = sys::unlink(replacement);
+                FileError::from_errno(FileRole::Lock, path, e)
+            })
+        }
+        Err(e) => {
+            let _ = sys::unlink(replacement);
+            Err(FileError::from_errno(FileRole::Lock, path, e))
+        }
+    }
+}
+
+/// Whether `now` is still the file `judged`: the same inode, unchanged since
+/// (a rename leaves the mtime be). An inode number alone may have been given
+/// to a new file since the judged one was removed, and ext4 does so at once.
+fn is_judged(now: &FileStat, judged: &FileStat) -> bool {
+    now.same_file(judged) && now.mtime_ns == judged.mtime_ns
 }
 
 /// Ignores "it was not there": removal of something that may be gone already.
@@ -189,4 +228,52 @@ pub fn path_too_long() -> Error {
         b"",
         "a path derived from the target is longer than PATH_MAX",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpath(path: &std::path::Path) -> CPath {
+        CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap()
+    }
+
+    /// A replacement goes in only over the very file that was judged; over
+    /// one a peer put there since, it is undone and that file stays.
+    #[test]
+    fn a_replacement_goes_in_only_over_the_judged_file() {
+        let dir = std::env::temp_dir().join(std::format!("lockcore-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = cpath(&dir.join("lock"));
+        std::fs::write(dir.join("lock"), "ours").unwrap();
+        let judged = sys::lstat(&lock).unwrap();
+
+        let helper = create_helper_file(&lock, 0o600, b"renewed").unwrap();
+        assert_eq!(replace_judged(&lock, &judged, &helper), Ok(true));
+        assert_eq!(std::fs::read(dir.join("lock")).unwrap(), b"renewed");
+        assert!(sys::lstat(&helper).is_err(), "the helper name is gone");
+
+        // A peer's lock renamed over ours after we read ours.
+        let judged = sys::lstat(&lock).unwrap();
+        std::fs::write(dir.join("peer"), "peer's").unwrap();
+        std::fs::rename(dir.join("peer"), dir.join("lock")).unwrap();
+        let helper = create_helper_file(&lock, 0o600, b"renewed again").unwrap();
+        assert_eq!(replace_judged(&lock, &judged, &helper), Ok(false));
+        assert_eq!(std::fs::read(dir.join("lock")).unwrap(), b"peer's", "the peer's lock stays");
+        assert!(sys::lstat(&helper).is_err(), "the helper name is gone");
+
+        // And removal: only the judged file goes.
+        assert_eq!(
+            remove_judged(&lock, &judged, |aside| ignore_missing(sys::unlink(aside), FileRole::Helper, aside)),
+            Ok(false)
+        );
+        assert_eq!(std::fs::read(dir.join("lock")).unwrap(), b"peer's");
+        let peer = sys::lstat(&lock).unwrap();
+        assert_eq!(
+            remove_judged(&lock, &peer, |aside| ignore_missing(sys::unlink(aside), FileRole::Helper, aside)),
+            Ok(true)
+        );
+        assert!(sys::lstat(&lock).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -609,6 +609,25 @@ pub fn rename_noreplace(old: &CPath, new: &CPath) -> SysResult<()> {
     .map(drop)
 }
 
+/// `renameat2(2)` with `RENAME_EXCHANGE`: `a` and `b` swap names in one
+/// step; both must exist. `EINVAL` where the file system does not support
+/// it (NFS, older kernels).
+pub fn rename_exchange(a: &CPath, b: &CPath) -> SysResult<()> {
+    retry(|| {
+        // SAFETY: NUL-terminated paths, relative to the working directory.
+        cvt(unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                a.as_cstr().as_ptr(),
+                libc::AT_FDCWD,
+                b.as_cstr().as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        })
+    })
+    .map(drop)
+}
+
 /// `symlink(2)`: creates `link` pointing at `target`; `EEXIST` if `link`
 /// exists in any form.
 pub fn symlink(target: &CStr, link: &CPath) -> SysResult<()> {

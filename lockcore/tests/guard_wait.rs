@@ -67,7 +67,7 @@ fn hold_exclusion(path: &Path, mut let_go: impl FnMut() -> bool + Send + 'static
 #[test]
 fn a_commit_that_waited_past_the_ttl_is_expired() {
     each_scheme("guard-wait-commit", |scheme, dir| {
-        let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=300ms"));
+        let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=100ms"));
         lock.try_acquire().unwrap();
         let expires: Moment = lock.held().unwrap().expires.expect("a TTL was asked for");
         let (temp, target) = (dir.join("new"), dir.join("target"));

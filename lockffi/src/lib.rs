@@ -648,7 +648,7 @@ mod tests {
         }
         // SAFETY: as above.
         let text = unsafe { CStr::from_ptr(lock_strerror(lock_result::LOCK_BUSY as i32)) };
-        assert_eq!(text.to_str().unwrap(), "the lock is held by someone else or cooling down");
+        assert_eq!(text.to_str().unwrap(), "the lock is held by someone else, cooling down, or its guard is held");
     }
 
     #[test]

@@ -38,8 +38,10 @@ pub trait LockStore {
     /// there meanwhile (only a program that takes no guard can make one);
     /// otherwise the record as stored (a file system may round its expiry).
     fn create(&self, cx: &Context<'_>, record: &Record) -> Result<Option<Record>, Error>;
-    /// Replaces our lock `found` with one holding `record`, in one step.
-    fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<(), Error>;
+    /// Replaces our lock `found` with one holding `record`, in one step, and
+    /// only if it is still the one that was read: `Ok(false)` if a peer had
+    /// put its lock there since (that one is left).
+    fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<bool, Error>;
     /// Removes the lock `found`, and nothing else: `Ok(false)` if a peer
     /// had put another lock there since it was read (that one is left).
     fn remove(&self, cx: &Context<'_>, found: &Found) -> Result<bool, Error>;
@@ -113,7 +115,9 @@ impl<S: LockStore> Strategy for Guarded<S> {
         let Some(found) = self.store.read(cx)? else { return Ok(ProlongOutcome::Lost) };
         let Some(on_disk) = found.ours(held.nonce) else { return Ok(ProlongOutcome::Lost) };
         let renewed = Record { expires: ttl.map(|ttl| guard.now.saturating_add(ttl)), ..on_disk };
-        self.store.replace(cx, &found, &renewed)?;
+        if !self.store.replace(cx, &found, &renewed)? {
+            return Ok(ProlongOutcome::Lost);
+        }
         held.expires = renewed.expires;
         Ok(ProlongOutcome::of_own(on_disk.expires, guard.now))
     }

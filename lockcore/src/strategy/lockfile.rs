@@ -109,14 +109,11 @@ impl LockStore for LockFile {
         Ok(linked?.then_some(*record))
     }
 
-    fn replace(&self, cx: &Context<'_>, _found: &Found, record: &Record) -> Result<(), Error> {
+    fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<bool, Error> {
         let content = record.encode_lock_file(self.stamp);
         let helper = create_helper_file(&self.lock, cx.sharing.record_mode(), content.as_bytes())?;
-        // rename replaces the lock file in one step: readers see old or new.
-        sys::rename(&helper, &self.lock).map_err(|e| {
-            let _ = sys::unlink(&helper);
-            FileError::from_errno(FileRole::Lock, &self.lock, e)
-        })
+        // Readers see the old lock file or the new one, never neither.
+        files::replace_judged(&self.lock, &found.stat, &helper)
     }
 
     fn remove(&self, _cx: &Context<'_>, found: &Found) -> Result<bool, Error> {

@@ -138,11 +138,11 @@ impl LockStore for Mkdir {
         }
     }
 
-    fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<(), Error> {
-        let dir = open_dir(&self.lock)?.ok_or(Error::not_a_lock(FileRole::Lock))?;
+    fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<bool, Error> {
+        let Some(dir) = open_dir(&self.lock)? else { return Ok(false) };
         let same = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Lock, e))?;
         if !same.same_file(&found.stat) {
-            return Err(Error::not_a_lock(FileRole::Lock));
+            return Ok(false);
         }
         // Built beside the record under a name nobody can guess, then renamed
         // over it: readers (all under the guard) see the old or the new.
@@ -151,8 +151,10 @@ impl LockStore for Mkdir {
         name[..6].copy_from_slice(b"owner.");
         name[6..38].copy_from_slice(&random);
         let name = CStr::from_bytes_until_nul(&name).map_err(|_| Error::not_a_lock(FileRole::Helper))?;
+        // Nobody but the lock's users may write in our directory, and they
+        // change it only under the guard: the record there is the one read.
         write_record(&dir, name, record, cx.sharing.record_mode())?;
-        sys::renameat(&dir, name, RECORD_NAME).map_err(|e| {
+        sys::renameat(&dir, name, RECORD_NAME).map(|()| true).map_err(|e| {
             let _ = sys::unlinkat(&dir, name);
             FileError::from_errno(FileRole::Lock, &self.lock, e)
         })

@@ -123,12 +123,9 @@ impl LockStore for Symlink {
         Ok(placed?.then_some(record))
     }
 
-    fn replace(&self, _cx: &Context<'_>, _found: &Found, record: &Record) -> Result<(), Error> {
+    fn replace(&self, _cx: &Context<'_>, found: &Found, record: &Record) -> Result<bool, Error> {
         let (helper, _) = self.build(record)?;
-        sys::rename(&helper, &self.lock).map_err(|e| {
-            let _ = sys::unlink(&helper);
-            FileError::from_errno(FileRole::Lock, &self.lock, e)
-        })
+        files::replace_judged(&self.lock, &found.stat, &helper)
     }
 
     fn remove(&self, _cx: &Context<'_>, found: &Found) -> Result<bool, Error> {
