@@ -47,7 +47,7 @@ const TRY_BOUND: Duration = Duration::from_millis(1500);
 const SLACK: Duration = Duration::from_secs(1);
 /// How long after an acquisition's deadline a flood ends, in the tests
 /// where it ends by itself.
-const FLOOD_OVERRUN: Duration = Duration::from_millis(500);
+const FLOOD_OVERRUN: Duration = Duration::from_millis(300);
 
 // Shared-memory slots.
 /// The flooder or reader holds what it was asked to hold.
@@ -184,6 +184,34 @@ fn wait_for_ready(children: &mut Children, shm: &Shm) {
     });
 }
 
+/// Runs `body` for every scheme at once, each on a thread of its own and in
+/// a directory of its own (most of these tests wait out deadlines), and
+/// reports every scheme that failed.
+fn each_scheme_at_once(label: &str, body: fn(Scheme, &TestDir)) {
+    let failed: Vec<String> = std::thread::scope(|s| {
+        let runs: Vec<_> = Scheme::ALL
+            .iter()
+            .map(|&scheme| {
+                let run = s.spawn(move || body(scheme, &TestDir::new(&format!("{label}-{}", scheme.name()))));
+                (scheme, run)
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|(scheme, run)| {
+                run.join().err().map(|payload| {
+                    let text = payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    format!("{}: {text}", scheme.name())
+                })
+            })
+            .collect()
+    });
+    assert!(failed.is_empty(), "{label}: failed for\n{}", failed.join("\n"));
+}
+
 /// The lock of `scheme` in `dir`, with its files made (taken and released
 /// once), so that a flooder has something to hold.
 fn made_lock(scheme: Scheme, dir: &Path, query: &str) -> (String, Lock) {
@@ -218,7 +246,7 @@ fn check_acquisitions(lock: &mut Lock, busy: fn(&Contention) -> bool, what: &str
 
 #[test]
 fn acquisitions_answer_by_their_deadlines_while_the_guard_is_flooded() {
-    each_scheme("deadlines-acquire", |scheme, dir| {
+    each_scheme_at_once("deadlines-acquire", |scheme, dir| {
         let (_, mut lock) = made_lock(scheme, dir.path(), "ttl=1h");
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();
@@ -245,7 +273,7 @@ fn acquisitions_answer_by_their_deadlines_while_the_guard_is_flooded() {
 /// `Ok` could only come from a wait that outlived the deadline.
 #[test]
 fn no_acquisition_answers_ok_after_its_deadline() {
-    each_scheme("deadlines-never-late", |scheme, dir| {
+    each_scheme_at_once("deadlines-never-late", |scheme, dir| {
         let (_, mut lock) = made_lock(scheme, dir.path(), "ttl=1h");
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();
@@ -289,14 +317,14 @@ impl WakeSource for FloodOnFirstWait<'_> {
 /// the guard is flooded until [`FLOOD_OVERRUN`] after its deadline.
 #[test]
 fn a_flood_that_starts_while_an_acquire_waits_does_not_stretch_it() {
-    each_scheme("deadlines-flood-later", |scheme, dir| {
+    each_scheme_at_once("deadlines-flood-later", |scheme, dir| {
         let (spec, mut holder) = made_lock(scheme, dir.path(), "ttl=1h");
         holder.try_acquire().unwrap();
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();
         start_flood(&mut children, &shm, &scheme.state_path(dir.path()), "ofd", "deadline-after-start");
         let mut waiter = open_lock(&spec);
-        let budget = Duration::from_secs(1);
+        let budget = Duration::from_millis(300);
         let mut wake = FloodOnFirstWait { shm: &shm, started: false };
         shm.at(DEADLINE).store(mono_ns() + budget.as_nanos() as u64, SeqCst);
         let (result, took) = timed(|| waiter.acquire_with(Some(budget), &mut wake, None));
@@ -408,7 +436,7 @@ fn start_reader(children: &mut Children, shm: &Shm, path: &Path) {
 
 #[test]
 fn flock_on_a_guard_opened_read_only_no_longer_wedges_the_lock() {
-    each_scheme("deadlines-reader", |scheme, dir| {
+    each_scheme_at_once("deadlines-reader", |scheme, dir| {
         let (_, mut lock) = made_lock(scheme, dir.path(), "ttl=1h");
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();
