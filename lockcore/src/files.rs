@@ -109,7 +109,7 @@ pub fn check_directory(path: &CPath, sharing: Sharing) -> Result<(), Error> {
 }
 
 /// Removes what is at `path` only if it is still the file, directory or
-/// link `judged` (same device and inode): renamed aside under a helper
+/// link `judged` (same device and inode, same mtime): renamed aside under a helper
 /// name in one step, compared there, and then removed by `remove` (a
 /// directory needs more than an unlink). If another program put a new lock
 /// at `path` since it was judged, that one is renamed back untouched, and
@@ -132,7 +132,10 @@ pub fn remove_judged(
         Err(e) => return Err(FileError::from_errno(FileRole::Lock, path, e)),
     }
     match sys::lstat(&aside) {
-        Ok(moved) if moved.same_file(judged) => {
+        // The same inode, unchanged since (a rename leaves the mtime be):
+        // an inode number alone may have been given to a new file since
+        // the judged one was removed, and ext4 does so at once.
+        Ok(moved) if moved.same_file(judged) && moved.mtime_ns == judged.mtime_ns => {
             remove(&aside)?;
             Ok(true)
         }

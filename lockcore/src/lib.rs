@@ -22,34 +22,44 @@
 //!
 //! ## The model
 //! * A lock is named by a **spec** (`scheme:target?key=value&...`, see [`spec`]).
+//!   The target is the lock's own path, except for `lockfile`, whose target
+//!   is the file it protects (the lock is `<target>.lock`).
 //! * An **owner** is host, boot id, pid and process start time ([`owner`]);
 //!   each acquisition adds a random nonce, so a record names one acquisition.
 //! * Every acquisition gets a **fencing token**, strictly increasing per lock.
 //! * **Stale** locks (expired, or a provably dead owner) are broken by the
 //!   acquirer that judged them, atomically ([`guard`]).
-//! * **Waiting** is a deadline with jittered backoff ([`wait`]).
+//! * **Who may take it**: the spec's `mode` ([`trust`]). Files are created
+//!   with exactly those bits, and a file someone else could have written
+//!   is refused. Nothing is written or removed that lacks this library's
+//!   format or a peer's lock format ([`files`]).
+//! * **Time**: expiries are judged by the boot clock on the boot that
+//!   wrote them, so a stepped wall clock never ends a live lock ([`clock`]).
+//! * **Waiting** is a deadline with jittered backoff ([`wait`]); every wait
+//!   inside an operation ends by the operation's deadline.
 //! * Release and prolong tell apart done, **expired** and **lost**.
 //!
 //! ## Adding a strategy
-//! 1. Add a file in `src/strategy/` with a type that implements
-//!    [`Strategy`]; read its contract first. Make no system call except
-//!    through [`sys`] (add a wrapper there if one is missing), and allocate
-//!    nothing: buffers are fixed arrays in the strategy's struct.
-//! 2. If the mechanism cannot judge a stale record and remove it in one
-//!    atomic step, do every change to the lock path inside a guard section
-//!    ([`guard::GuardFile`]); keep the fence and the cooldown there.
-//! 3. Answer `release`, `prolong` and `run_while_held` from the record on
-//!    disk, not from the handle's memory: a watchdog or an operator may have
-//!    moved the expiry. Read the clock once your guard is held
-//!    ([`strategy::Context::renewed`]), never before waiting for it. Draw
-//!    fences with [`fence::next`]. A queueing strategy keeps its place
-//!    between attempts and gives it up in `abandon`.
-//! 4. Give it a [`spec::Scheme`] variant (and a place in `Scheme::ALL`), the
+//! 1. Add a file in `src/strategy/`. If its lock is a path that is made in
+//!    one step but broken in several (read, judge, remove), implement
+//!    [`strategy::guarded::LockStore`] (read, create, replace, remove) and
+//!    let [`strategy::guarded::Guarded`] supply every policy. Otherwise
+//!    implement [`Strategy`] itself; read its contract first.
+//! 2. Make no system call except through [`sys`] (add a wrapper there if
+//!    one is missing), and allocate nothing: buffers are fixed arrays.
+//! 3. Create files complete, with exactly the sharing's mode, under helper
+//!    names ([`files`]); check what you find with [`trust::Sharing::check`];
+//!    refuse what lacks your format with [`Problem::NotALock`].
+//! 4. Take the time once your exclusion is held ([`guard::HeldGuard::now`],
+//!    [`guard::LockedFile::now`]), never before waiting for it; end every
+//!    wait by `cx.deadline`. Draw fences with [`fence::next`]. Answer
+//!    `release`, `prolong` and `run_while_held` from the record on disk, not
+//!    from the handle's memory.
+//! 5. Give it a [`spec::Scheme`] variant (and a place in `Scheme::ALL`), the
 //!    keys it accepts in `Scheme::accepts`, and a variant of the handle's
-//!    dispatch in `lock.rs`.
-//! 5. Add its row to the C tests' strategy table (`c-tests/c/harness.h`).
-//!    The C ABI, the torture suite and the benchmarks iterate over
-//!    `Scheme::ALL` and need no change. Run the torture suite.
+//!    dispatch in `lock.rs`. The tests, the C tests, the torture suite and
+//!    the benchmarks iterate over `Scheme::ALL` and need no change. Run the
+//!    torture suite.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -103,6 +103,10 @@ impl AnyStrategy {
 pub struct Lock {
     spec: Spec,
     me: Owner,
+    /// The process that made or last used this handle: after `fork()` it
+    /// differs from the caller's, and the handle takes the child's identity.
+    /// Not `me`'s pid, which [`Lock::with_owner`] sets to another process's.
+    pid: i32,
     sharing: Sharing,
     strategy: AnyStrategy,
     held: Option<Record>,
@@ -138,7 +142,7 @@ impl Lock {
     pub fn with_owner(spec: Spec, owner: Owner) -> Result<Lock, Error> {
         let sharing = Sharing::new(spec.options.mode);
         let strategy = AnyStrategy::new(&spec, sharing)?;
-        Ok(Lock { spec, me: owner, sharing, strategy, held: None, adopted: false })
+        Ok(Lock { spec, me: owner, pid: sys::getpid(), sharing, strategy, held: None, adopted: false })
     }
 
     pub fn spec(&self) -> &Spec {
@@ -207,7 +211,7 @@ impl Lock {
     /// Gives up a queue place kept by failed attempts (best effort: a
     /// request left behind is skipped once its owner is gone).
     fn abandon(&mut self) {
-        if self.me.process.pid == sys::getpid() {
+        if self.pid == sys::getpid() {
             let _ = self.run(Lock::change_deadline(), |strategy, cx| strategy.abandon(cx));
         }
     }
@@ -354,13 +358,14 @@ impl Lock {
 
     /// After `fork()` the child is a new owner: new pid, new start time.
     fn refresh_identity(&mut self) -> Result<(), Error> {
-        if self.me.process.pid == sys::getpid() {
+        if self.pid == sys::getpid() {
             return Ok(());
         }
         if self.held.is_some() {
             return Err(Error::Forked);
         }
         self.me = Owner::current()?;
+        self.pid = self.me.process.pid;
         Ok(())
     }
 

@@ -1,12 +1,20 @@
-//! The commit step's errors, for every strategy: a rename that fails is
+//! The commit step's errors, on every scheme: a rename that fails is
 //! `Error::Commit` with its errno and leaves the target alone; one of the
 //! lock's own files given as temp file or target is `CommitOntoLock`
 //! (renaming over the lock or its guard would destroy the lock). In every
 //! case the lock is still held afterwards, and releases normally.
+//!
+//! The lock's own files are the ones the handle names: `Lock::path` and
+//! `Lock::guard_path`. That includes `flock`'s state file, `<target>.guard`
+//! (and its target, the flock'd file), so a commit onto either is refused
+//! as for the other schemes' locks and guards. Every file a scheme keeps
+//! its state in is among them.
 
 mod common;
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
@@ -14,47 +22,48 @@ use lockcore::sys::{CPath, Errno};
 use lockcore::{Error, ReleaseOutcome};
 
 fn cpath(path: impl AsRef<Path>) -> CPath {
-    CPath::from_parts(&[path.as_ref().to_str().unwrap().as_bytes()]).unwrap()
+    CPath::from_parts(&[path.as_ref().as_os_str().as_bytes()]).unwrap()
 }
 
 #[test]
 fn a_failed_or_forbidden_commit_changes_nothing_and_keeps_the_lock() {
-    let dir = TestDir::new("commit-errors");
-    let temp = dir.join("new").to_str().unwrap().to_owned();
-    let target = dir.join("target").to_str().unwrap().to_owned();
-    let a_directory = dir.join("a-directory").to_str().unwrap().to_owned();
-    std::fs::create_dir(&a_directory).unwrap();
-    for StrategyFiles { name, spec, lock: lock_path, guard: guard_path, .. } in every_strategy(dir.path()) {
-        let mut lock = open_lock(&format!("{spec}?ttl=1h"));
-        lock.try_acquire().unwrap_or_else(|e| panic!("{name}: {e:?}"));
+    each_scheme("commit-errors", |scheme, dir| {
+        let temp = dir.join("new");
+        let target = dir.join("target");
+        let a_directory = dir.join("a-directory");
+        std::fs::create_dir(&a_directory).unwrap();
+        let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=1h"));
+        lock.try_acquire().unwrap();
         std::fs::write(&target, "old").unwrap();
-        let _ = std::fs::remove_file(&temp);
 
         let missing = lock.commit_file(&cpath(&temp), &cpath(&target));
-        assert_eq!(missing, Err(Error::Commit(Errno::ENOENT)), "{name}: no temp file");
+        assert_eq!(missing, Err(Error::Commit(Errno::ENOENT)), "no temp file");
 
         std::fs::write(&temp, "new").unwrap();
         let onto_directory = lock.commit_file(&cpath(&temp), &cpath(&a_directory));
-        assert_eq!(onto_directory, Err(Error::Commit(Errno::EISDIR)), "{name}: a directory as target");
+        assert_eq!(onto_directory, Err(Error::Commit(Errno::EISDIR)), "a directory as target");
 
-        let mut own_files = vec![lock_path.clone()];
-        own_files.extend(guard_path.clone());
+        let mut own_files = vec![path_of(&lock)];
+        own_files.extend(lock.guard_path().map(|p| PathBuf::from(OsStr::from_bytes(p.as_bytes()))));
+        assert!(own_files.contains(&scheme.state_path(dir.path())), "the state file is one of the lock's own");
         for own in &own_files {
+            assert!(std::fs::symlink_metadata(own).is_ok(), "{} exists while the lock is held", own.display());
             assert_eq!(
                 lock.commit_file(&cpath(&temp), &cpath(own)),
                 Err(Error::CommitOntoLock),
-                "{name}: onto {}",
+                "onto {}",
                 own.display()
             );
             assert_eq!(
                 lock.commit_file(&cpath(own), &cpath(&target)),
                 Err(Error::CommitOntoLock),
-                "{name}: from {}",
+                "from {}",
                 own.display()
             );
         }
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old", "{name}: the target was changed");
-        assert!(lock.held().is_some(), "{name}: a refused commit let go of the lock");
-        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released), "{name}: the lock was damaged");
-    }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old", "the target was changed");
+        assert_eq!(std::fs::read_to_string(&temp).unwrap(), "new", "the temp file was moved");
+        assert!(lock.held().is_some(), "a refused commit let go of the lock");
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released), "the lock was damaged");
+    });
 }

@@ -9,8 +9,8 @@
 //! sequence is strictly increasing and that `inspect` reports its last entry.
 //!
 //! `flock` runs the same test: its mutual exclusion is the kernel's, and its
-//! fences come from the state line in the flock'd file. The counter file is
-//! a separate file for every scheme.
+//! fences come from its state file beside the flock'd one, `<target>.guard`.
+//! The counter file is a separate file for every scheme.
 
 mod common;
 

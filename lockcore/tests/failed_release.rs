@@ -1,24 +1,81 @@
 //! A release that fails leaves the lock held, as the handle still says it
 //! is: nobody else may get in while the holder believes it holds the lock.
-//! Here `flock`'s state line is damaged while the lock is held, so its
-//! release fails (`Corrupt`); the kernel lock must still be held, so a
-//! second handle is told `Busy`, not let in.
+//!
+//! On every scheme, the file the release must read is damaged in place
+//! (same inode) while the lock is held, so the release fails with
+//! `Corrupt` and the handle still holds; another handle is not let in; and
+//! once the file is mended, the holder's release succeeds (`Released`): the
+//! lock was kept throughout, not lost.
+//!
+//! * `flock`: its state lives in `<target>.guard`, not in the target, which
+//!   is never written; the holder's record after the guard line is damaged
+//!   (`Corrupt(Record)`). The kernel lock must still be held, so the other
+//!   handle is told `Busy`.
+//! * `lockfile`, `mkdir`, `symlink`: the guard line (`Corrupt(GuardState)`);
+//!   the other handle is refused by the same damage.
+//! * `lease`, `toplock`: the lease line, the queue's header
+//!   (`Corrupt(Record)`); the other handle is refused by the same damage.
 
 mod common;
 
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
 use common::*;
-use lockcore::{CorruptKind, Error};
+use lockcore::guard::GUARD_RECORD_LEN;
+use lockcore::{CorruptKind, ErrorKind, FileRole};
+
+/// Where in its state file the scheme keeps what a release reads, as an
+/// offset of the first byte to damage, and what the damage is refused as.
+fn what_a_release_reads(scheme: Scheme) -> (u64, FileRole, CorruptKind) {
+    match scheme {
+        // The holder's record, after the guard line.
+        Scheme::Flock => (GUARD_RECORD_LEN as u64, FileRole::Guard, CorruptKind::Record),
+        // The guard line, after its marker `lockguard 2 `.
+        Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink => (12, FileRole::Guard, CorruptKind::GuardState),
+        // The line after `lease 2 `, the header after `H 4 `.
+        Scheme::Lease => (8, FileRole::Lock, CorruptKind::Record),
+        Scheme::Toplock => (4, FileRole::Lock, CorruptKind::Record),
+    }
+}
+
+fn write_at(path: &Path, bytes: &[u8], offset: u64) {
+    let file = OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(bytes, offset).unwrap();
+}
 
 #[test]
-fn a_failed_flock_release_keeps_the_kernel_lock() {
-    let dir = TestDir::new("failed-release");
-    let spec = Scheme::Flock.spec(dir.path(), "");
-    let mut holder = open_lock(&spec);
-    holder.try_acquire().unwrap();
-    // Same inode, damaged content: the release reads it and fails.
-    std::fs::write(Scheme::Flock.lock_path(dir.path()), b"not a state line\n").unwrap();
-    assert_eq!(holder.release(std::time::Duration::ZERO), Err(Error::Corrupt(CorruptKind::GuardState)));
-    assert!(holder.held().is_some(), "the handle still holds after a failed release");
-    let mut other = open_lock(&spec);
-    assert_eq!(other.try_acquire(), Err(Error::Busy), "a failed release let go of the kernel lock");
+fn a_failed_release_keeps_the_lock() {
+    each_scheme("failed-release", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let state = scheme.state_path(dir.path());
+        let mut holder = open_lock(&spec);
+        holder.try_acquire().unwrap();
+        let intact = std::fs::read(&state).unwrap();
+
+        let (offset, file, corrupt) = what_a_release_reads(scheme);
+        let damage = b"#not-a-record-or-a-number#";
+        assert!(intact.len() >= offset as usize + damage.len(), "{} bytes held", intact.len());
+        write_at(&state, damage, offset);
+        let failed = holder.release(std::time::Duration::ZERO).unwrap_err();
+        assert_eq!((failed.kind(), failed.file()), (ErrorKind::Corrupt(corrupt), Some(file)), "{failed}");
+        assert!(holder.held().is_some(), "the handle still holds after a failed release");
+
+        let mut other = open_lock(&spec);
+        let refused = other.try_acquire().map(|a| a.fence).map_err(|e| e.kind());
+        // flock's exclusion is the kernel lock, which stops the other handle
+        // before it reads anything; every other scheme's holder is judged
+        // from its files, and the damage refuses the other handle too.
+        if scheme.breaks_stale_locks() {
+            assert_eq!(refused, Err(ErrorKind::Corrupt(corrupt)), "let in past a damaged lock");
+        } else {
+            assert_eq!(refused, Err(ErrorKind::Busy), "a failed release let go of the kernel lock");
+        }
+
+        write_at(&state, &intact[offset as usize..offset as usize + damage.len()], offset);
+        assert_eq!(other.try_acquire().map_err(|e| e.kind()), Err(ErrorKind::Busy), "mended: still held");
+        assert_eq!(holder.release(std::time::Duration::ZERO), Ok(lockcore::ReleaseOutcome::Released));
+        other.try_acquire().expect("free after the release");
+    });
 }

@@ -10,9 +10,10 @@
 //!   fence is greater, and the overrunning holder's release says `Lost`.
 //!
 //! `flock`: the chain runs as well (the kernel released each dead holder's
-//! lock; the last fence lives in the flock'd file). A live flock holder is
-//! never broken, so the second case checks that the other process is told
-//! `Busy` and that the holder's release says `Expired`.
+//! lock; the last fence lives in `<target>.guard`). A live flock holder is
+//! never broken (`Scheme::breaks_stale_locks`), so the second case checks
+//! that the other process is told `Busy` and that the holder's release says
+//! `Expired`.
 
 mod common;
 
@@ -20,7 +21,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use common::*;
-use lockcore::{Error, ReleaseOutcome};
+use lockcore::{ErrorKind, ReleaseOutcome};
 
 const CHAIN: usize = 6;
 
@@ -101,18 +102,18 @@ fn breaking_an_expired_holder_gives_a_greater_fence() {
         wait_until("the holder to acquire", || shm.get(HELD) == 1 || children.any_exited());
         let mut breaker = open_lock(&scheme.spec(dir.path(), "ttl=1h"));
         let expires = breaker.inspect().unwrap().holder.unwrap().record.unwrap().expires.unwrap();
-        wait_until("the holder's TTL to pass", || wall_now() > expires);
+        wait_until("the holder's TTL to pass", || expires.has_come(breaker.now()));
 
         let result = breaker.try_acquire();
         shm.open_gate(BREAK_DONE);
         children.expect_success("overrunning holder");
-        if scheme.breaks_stale() {
+        if scheme.breaks_stale_locks() {
             let acquired = result.expect("an expired lock is broken");
             assert!(acquired.fence > shm.get(OVERRUN_FENCE));
             assert_eq!(shm.get(RELEASE_OUTCOME), 3, "the overrunning holder lost it");
             assert_eq!(breaker.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
         } else {
-            assert_eq!(result, Err(Error::Busy), "a live flock holder is never broken");
+            assert_eq!(result.map_err(|e| e.kind()), Err(ErrorKind::Busy), "a live flock holder is never broken");
             assert_eq!(shm.get(RELEASE_OUTCOME), 2, "the overrunning holder kept it past its TTL");
             let acquired = breaker.try_acquire().unwrap();
             assert!(acquired.fence > shm.get(OVERRUN_FENCE));

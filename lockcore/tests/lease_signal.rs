@@ -6,7 +6,15 @@
 //!   stranger;
 //! * two handles of one process on the same lease (a library and its caller,
 //!   say) must not have the second kill its own process when it takes over
-//!   from the first.
+//!   from the first;
+//! * only a lease file nobody but this user could have written is believed:
+//!   the spec refuses `signal=` with a mode that shares the lock (0660,
+//!   0666), and with the private mode a lease file that belongs to another
+//!   user (here: the same expired lease, handed to uid 65534 by root) is
+//!   refused as `Untrusted` before it is read, and nobody is signalled.
+//!
+//! `signal=` is a `lease` option only: no other scheme keeps a holder's
+//! record to signal by (the spec refuses the key elsewhere).
 //!
 //! Who signalled whom is read from the holder's exit: after the takeover the
 //! test sends it SIGTERM itself, so it dies of SIGKILL only if the library
@@ -19,6 +27,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
+use lockcore::strategy::lease::LeaseState;
+use lockcore::{ErrorKind, FileRole, Problem, SpecErrorKind, Untrusted};
 
 #[test]
 fn child_entry() {
@@ -63,19 +73,14 @@ fn taking_over_from_a_handle_of_ones_own_process_sends_no_signal() {
     }
 }
 
-/// Field 6 of a lease record (tab-separated, padded with spaces to a fixed
-/// length) is the holder's start time; this rewrites it in place.
+/// Rewrites a held lease so that its holder's start time is `start_ticks`:
+/// the record then names whatever process has the pid, which is not the
+/// one that wrote it.
 fn rewrite_start_time(lease: &Path, start_ticks: u64) {
     let bytes = std::fs::read(lease).unwrap();
-    let text = String::from_utf8(bytes.clone()).unwrap();
-    let mut fields: Vec<String> = text.trim_end().split('\t').map(str::to_owned).collect();
-    assert_eq!(fields.len(), 7, "a held lease record: {text:?}");
-    fields[5] = start_ticks.to_string();
-    let mut line = fields.join("\t");
-    assert!(line.len() < bytes.len());
-    line.extend(std::iter::repeat(' ').take(bytes.len() - 1 - line.len()));
-    line.push('\n');
-    std::fs::write(lease, line).unwrap();
+    let LeaseState::Held(mut record) = LeaseState::parse(&bytes).unwrap() else { panic!("a held lease") };
+    record.owner.process.start_ticks = start_ticks;
+    std::fs::write(lease, LeaseState::Held(record).encode().as_bytes()).unwrap();
 }
 
 /// A child holds the lease and sleeps past its TTL; with `reused`, its
@@ -92,7 +97,7 @@ fn take_over_with_signal_kill(dir: &TestDir, reused: bool) -> Option<i32> {
     let mut lock = open_lock(&spec);
     wait_until("the child to hold the lease", || lock.inspect().unwrap().holder.is_some_and(|h| h.pid == pid));
     let held = lock.inspect().unwrap().holder.unwrap().record.unwrap();
-    wait_until("the child's lease to expire", || wall_now() > held.expires.unwrap());
+    wait_until("the child's lease to expire", || lock.inspect().unwrap().holder.unwrap().stale);
     if reused {
         let (_, true_start) = proc_stat(pid).expect("the holder is alive");
         rewrite_start_time(&lease, true_start + 1000);
@@ -119,4 +124,57 @@ fn an_expired_holder_is_signalled_only_with_its_recorded_start_time() {
         Some(libc::SIGTERM),
         "a record whose pid has another start time names a stranger, who must not be signalled"
     );
+}
+
+#[test]
+fn signal_is_refused_with_a_mode_that_shares_the_lock() {
+    let dir = TestDir::new("lease-signal-mode");
+    let lease = dir.join("shared.lease");
+    for mode in ["0660", "0666"] {
+        let spec = format!("lease:{}?ttl=1s&signal=KILL&mode={mode}", lease.display());
+        let e = lockcore::Lock::open(spec.as_bytes()).expect_err("signal with a sharing mode");
+        assert_eq!(e.kind(), ErrorKind::Spec(SpecErrorKind::BadValue), "mode={mode}");
+        let lockcore::Error::Spec(e) = e else { unreachable!() };
+        assert_eq!(e.key(), b"signal", "mode={mode}: the refusal names the key");
+    }
+    open_lock(&format!("lease:{}?ttl=1s&signal=KILL&mode=0600", lease.display()));
+    assert!(!lease.exists(), "nothing is created by a refused or an unused spec");
+}
+
+/// The expired lease of a live child, as in the test above, but the lease
+/// file now belongs to another user (root hands it to uid 65534, as if
+/// that user had planted it naming our child): the private lock refuses
+/// it as untrusted, writes nothing, and signals nobody.
+#[test]
+fn a_lease_file_of_another_user_is_refused_and_nobody_is_signalled() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to give the lease file to another user");
+        return;
+    }
+    let dir = TestDir::new("lease-signal-planted");
+    let lease = dir.join("planted.lease");
+    let spec = format!("lease:{}?ttl=200ms&signal=KILL&mode=0600", lease.display());
+    let mut children = Children::new();
+    children.push(spawn("hold-and-sleep", &[("SPEC", spec.clone())]));
+    let mut holder = children.pop().unwrap();
+    let pid = holder.id() as i32;
+    let mut lock = open_lock(&spec);
+    wait_until("the child to hold the lease", || lock.inspect().unwrap().holder.is_some_and(|h| h.pid == pid));
+    wait_until("the child's lease to expire", || lock.inspect().unwrap().holder.unwrap().stale);
+
+    std::os::unix::fs::chown(&lease, Some(65534), Some(65534)).unwrap();
+    let before = snapshot(&lease);
+    let refused = lock.try_acquire().expect_err("a lease file of another user is not believed");
+    assert_eq!(refused.kind(), ErrorKind::Untrusted);
+    let lockcore::Error::File(e) = refused else { unreachable!() };
+    assert_eq!((e.file, e.problem), (FileRole::Lock, Problem::Untrusted(Untrusted::OwnedByOther)));
+    assert_eq!(e.owner_uid, Some(65534));
+    assert_eq!(lock.inspect().map_err(|e| e.kind()), Err(ErrorKind::Untrusted), "not even read");
+    assert_eq!(snapshot(&lease), before, "nothing was written");
+
+    // SAFETY: plain kill(2) of our own child, which we have not reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = wait_patiently(&mut holder);
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "the holder was signalled by the refused takeover");
 }

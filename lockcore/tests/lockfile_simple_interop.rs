@@ -2,14 +2,18 @@
 //! each other: a Perl CGI script and a C program using this library can share
 //! a data file. Needs `perl` and LockFile::Simple (Debian package
 //! liblockfile-simple-perl); without them the tests say they are skipped,
-//! except under CI, where that is a failure.
+//! except under CI, where that is a failure. Only `lockfile` keeps its lock
+//! in LockFile::Simple's format; no other scheme's lock is a file that
+//! module reads or writes, so these tests are about that scheme alone.
+
+mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use lockcore::{Error, Liveness, Lock};
+use lockcore::{Contention, Error, Liveness, Lock};
 
 /// Makes sleep() sub-second inside LockFile::Simple, so a waiting Perl
 /// process retries every few milliseconds instead of every second.
@@ -91,7 +95,10 @@ fn a_perl_holder_excludes_us_until_it_unlocks() {
     let (mut perl, _out) = perl_holder(&data, "");
 
     let mut lock = Lock::open(spec(&data).as_bytes()).unwrap();
-    assert_eq!(lock.try_acquire(), Err(Error::Busy));
+    match lock.try_acquire() {
+        Err(Error::Busy(Contention::Held(holder))) => assert_eq!(holder.pid, perl.id() as i32, "busy, held by perl"),
+        other => panic!("perl's lock: {other:?}"),
+    }
     let seen = lock.inspect().unwrap().holder.expect("perl's lock is visible");
     assert_eq!(seen.pid, perl.id() as i32);
     assert_eq!(seen.liveness, Liveness::Alive);
@@ -138,15 +145,15 @@ fn a_killed_perl_holder_is_broken_at_once_and_perl_breaks_ours() {
     let fence = lock.try_acquire().expect("a dead perl holder's lock is broken").fence;
     assert!(fence >= 1);
 
-    // And the other way round: a record of ours naming a dead pid, as a
-    // SIGKILLed holder leaves it. Perl's stale check reads our first line.
+    // And the other way round: a lock of ours left by a holder that died
+    // (SIGKILLed, say), in our own format. Perl's stale check reads its
+    // first line, the pid, and finds it dead.
+    lock.release(Duration::ZERO).unwrap();
     let lock_path = dir.join("board.txt.lock");
-    let ours = std::fs::read_to_string(&lock_path).unwrap();
     let dead_pid = dead_pid();
-    let forged = ours.replacen(&format!("{}\n", std::process::id()), &format!("{dead_pid}\n"), 1);
-    std::mem::forget(lock); // leave the file as a killed holder would
-    std::fs::remove_file(&lock_path).unwrap();
-    std::fs::write(&lock_path, forged).unwrap();
+    common::leave_lock(&spec(&data), common::owner_as(dead_pid as i32, 1));
+    let first_line = std::fs::read_to_string(&lock_path).unwrap().lines().next().unwrap().to_owned();
+    assert_eq!(first_line, dead_pid.to_string());
     assert!(perl_trylock(&data), "perl did not break our dead holder's lock");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -179,6 +186,10 @@ fn perl_and_lockcore_processes_share_a_counter_without_overlap() {
     // open(">lockfile") would truncate our read-only lock file, which
     // LockFile::Simple's design relies on the permission check to prevent.
     let as_nobody = is_root();
+    // Two users then share the lock: the spec says so (mode=0666), or
+    // lockcore would not trust the directory nobody may write to, nor the
+    // lock files nobody makes in it.
+    let lock_spec = if as_nobody { format!("{}?mode=0666", spec(&data)) } else { spec(&data) };
     if as_nobody {
         set_mode(&dir, 0o777);
         set_mode(&data, 0o666);
@@ -212,7 +223,10 @@ fn perl_and_lockcore_processes_share_a_counter_without_overlap() {
         children.push(perl.stdout(Stdio::piped()).spawn().unwrap());
         let ours = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "lockcore_counter_child", "--ignored", "--nocapture", "--test-threads=1"])
-            .env("INTEROP_COUNTER", format!("{}\n{}\n{EACH}\n{}", data.display(), marker.display(), go.display()))
+            .env(
+                "INTEROP_COUNTER",
+                format!("{}\n{}\n{EACH}\n{}\n{lock_spec}", data.display(), marker.display(), go.display()),
+            )
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -246,10 +260,11 @@ fn lockcore_counter_child() {
     let (data, marker) = (PathBuf::from(args.next().unwrap()), PathBuf::from(args.next().unwrap()));
     let each: u32 = args.next().unwrap().parse().unwrap();
     let go = PathBuf::from(args.next().unwrap());
+    let lock_spec = args.next().unwrap().to_owned();
     while !go.exists() {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut lock = Lock::open(spec(&data).as_bytes()).unwrap();
+    let mut lock = Lock::open(lock_spec.as_bytes()).unwrap();
     let mut overlaps = 0;
     for _ in 0..each {
         lock.acquire(Some(Duration::from_secs(60))).unwrap();

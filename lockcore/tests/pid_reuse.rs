@@ -1,8 +1,9 @@
 //! PID reuse: a record that names a live pid is judged by pid *and* start
 //! time, never by pid alone.
 //!
-//! A forged record names a process that is certainly alive (this test's
-//! parent, and pid 1), on this host and boot, with a TTL of an hour:
+//! A lock is left, in each scheme's own format, for an owner that names a
+//! process that is certainly alive (a child of this test, its parent, and
+//! pid 1), on this host and boot, with a TTL of an hour:
 //! * with another start time, the pid has been reused since the record was
 //!   written: the owner is dead, the lock stale, `try_acquire` succeeds;
 //! * with the true start time, the owner is alive: `Busy`.
@@ -11,16 +12,18 @@
 //! the record's mtime: a live pid that started *after* the record was written
 //! is a reuse. A stamp naming another host is never judged by pid.
 //!
-//! `flock`: a record in the flock'd file decides nothing, the kernel does;
-//! with nobody holding the flock both forged records are simply overwritten
-//! (`try_acquire` succeeds) and `inspect` reports the lock free.
+//! `flock`: the kernel lock went with the process that left it, and the
+//! record beside it decides nothing; with nobody holding the flock both
+//! owners' locks are simply taken (`try_acquire` succeeds) and `inspect`
+//! reports the lock free.
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use common::*;
-use lockcore::{Error, Liveness};
+use lockcore::{ErrorKind, Liveness};
 
 #[test]
 fn child_entry() {
@@ -65,19 +68,41 @@ fn live_pids(child: &std::process::Child) -> Vec<i32> {
     pids
 }
 
-fn judge_forged(scheme: Scheme, dir: &TestDir, pid: i32, start_ticks: u64) -> (Option<Liveness>, Result<u64, Error>) {
-    let lock_path = scheme.lock_path(dir.path());
-    let _ = std::fs::remove_dir_all(&lock_path);
-    let _ = std::fs::remove_file(&lock_path);
-    let record = forged_record(pid, start_ticks, None, 3, Some(from_now(Duration::from_secs(3600))));
-    plant_record(scheme, dir.path(), &record, 3);
-    let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=1h"));
-    let liveness = lock.inspect().unwrap().holder.map(|h| h.liveness);
-    let verdict = lock.try_acquire().map(|a| a.fence);
+/// A fresh directory inside `dir` for one case (a lock of each case of
+/// its own, rather than one cleaned up by hand between cases).
+fn case_dir(dir: &TestDir, case: &mut u32) -> PathBuf {
+    *case += 1;
+    let path = dir.join(&format!("case{case}"));
+    std::fs::create_dir(&path).unwrap();
+    path
+}
+
+/// Leaves the lock held by `pid` started at `start_ticks` (with a TTL of an
+/// hour), then judges it: the liveness `inspect` reports, and what a
+/// `try_acquire` of this process comes to (its fence, or why not).
+fn judge_left(
+    scheme: Scheme,
+    dir: &std::path::Path,
+    pid: i32,
+    start_ticks: u64,
+) -> (Option<Liveness>, Result<u64, ErrorKind>) {
+    let spec = scheme.spec(dir, "ttl=1h");
+    let left = leave_lock(&spec, owner_as(pid, start_ticks));
+    assert_eq!((left.owner.process.pid, left.owner.process.start_ticks), (pid, start_ticks));
+    let mut lock = open_lock(&spec);
+    let holder = lock.inspect().unwrap().holder;
+    if let Some(holder) = holder {
+        // The lock names the owner it was left for, not the process that wrote it.
+        assert_eq!(holder.pid, pid, "{}: the left lock's holder", scheme.name());
+        if let Some(record) = holder.record {
+            assert_eq!(record.owner.process.start_ticks, start_ticks);
+        }
+    }
+    let verdict = lock.try_acquire().map(|a| a.fence).map_err(|e| e.kind());
     if verdict.is_ok() {
         lock.release(Duration::ZERO).unwrap();
     }
-    (liveness, verdict)
+    (holder.map(|h| h.liveness), verdict)
 }
 
 #[test]
@@ -88,12 +113,13 @@ fn live_pid_with_another_start_time_is_stale_and_with_its_own_is_not() {
     let pids = live_pids(&sleeper);
     children.push(sleeper);
     each_scheme("pid-reuse", |scheme, dir| {
+        let mut case = 0;
         for &pid in &pids {
             let (_, true_start) = proc_stat(pid).expect("the impersonated process is alive");
             let reused_start = true_start + 1000;
 
-            let (liveness, verdict) = judge_forged(scheme, dir, pid, reused_start);
-            if scheme.breaks_stale() {
+            let (liveness, verdict) = judge_left(scheme, &case_dir(dir, &mut case), pid, reused_start);
+            if scheme.breaks_stale_locks() {
                 assert_eq!(liveness, Some(Liveness::Dead), "pid {pid} with start {reused_start}");
                 assert!(verdict.is_ok(), "pid {pid} reused: {verdict:?}");
             } else {
@@ -101,13 +127,13 @@ fn live_pid_with_another_start_time_is_stale_and_with_its_own_is_not() {
                 assert!(verdict.is_ok(), "flock: {verdict:?}");
             }
 
-            let (liveness, verdict) = judge_forged(scheme, dir, pid, true_start);
-            if scheme.breaks_stale() {
+            let (liveness, verdict) = judge_left(scheme, &case_dir(dir, &mut case), pid, true_start);
+            if scheme.breaks_stale_locks() {
                 // A start time of 0 means "unknown" (no /proc when written):
                 // never judged dead either.
                 let expected = if true_start == 0 { Liveness::Unknown } else { Liveness::Alive };
                 assert_eq!(liveness, Some(expected), "pid {pid} with its own start {true_start}");
-                assert_eq!(verdict, Err(Error::Busy), "pid {pid} is alive");
+                assert_eq!(verdict, Err(ErrorKind::Busy), "pid {pid} is alive");
             } else {
                 assert_eq!(liveness, None);
                 assert!(verdict.is_ok(), "flock: {verdict:?}");
@@ -116,6 +142,9 @@ fn live_pid_with_another_start_time_is_stale_and_with_its_own_is_not() {
     });
 }
 
+/// Only `lockfile` reads LockFile::Simple's stamps: the other schemes'
+/// locks are no file a Perl script writes (a stamp where a `mkdir` lock's
+/// record belongs is no lock at all; see `hostile.rs`).
 #[test]
 fn lockfile_simple_stamp_of_a_live_pid_is_judged_by_the_record_age() {
     each_of("pid-reuse-stamp", &[Scheme::Lockfile], |scheme, dir| {
@@ -132,7 +161,7 @@ fn lockfile_simple_stamp_of_a_live_pid_is_judged_by_the_record_age() {
             // Written now by a process that was running: alive.
             let holder = lock.inspect().unwrap().holder.unwrap();
             assert_eq!((holder.pid, holder.liveness, holder.stale), (pid, Liveness::Alive, false));
-            assert_eq!(lock.try_acquire(), Err(Error::Busy), "stamp {stamp:?} of a live pid");
+            assert_eq!(lock.try_acquire().map_err(|e| e.kind()), Err(ErrorKind::Busy), "stamp {stamp:?} of a live pid");
 
             // Written before the process with that pid started: the pid was
             // reused, the writer is dead. (The TTL does not apply: a record
@@ -151,7 +180,7 @@ fn lockfile_simple_stamp_of_a_live_pid_is_judged_by_the_record_age() {
         let mut lock = open_lock(&scheme.spec(dir.path(), ""));
         let holder = lock.inspect().unwrap().holder.unwrap();
         assert_eq!((holder.liveness, holder.stale), (Liveness::Unknown, false));
-        assert_eq!(lock.try_acquire(), Err(Error::Busy));
+        assert_eq!(lock.try_acquire().map_err(|e| e.kind()), Err(ErrorKind::Busy));
     });
 }
 
@@ -170,23 +199,27 @@ fn a_zombie_leader_with_live_threads_is_alive() {
     let pid = child.id() as i32;
     wait_until("the child's main thread to leave", || proc_stat(pid).is_some_and(|(state, _)| state == 'Z'));
     let (_, start) = proc_stat(pid).unwrap();
+    // `flock`: the process that left the lock let go of the kernel lock,
+    // whoever it names; the lock is free whatever becomes of that process.
     each_scheme("zombie-leader", |scheme, dir| {
-        if !scheme.breaks_stale() {
-            return;
+        let (liveness, verdict) = judge_left(scheme, dir.path(), pid, start);
+        if scheme.breaks_stale_locks() {
+            assert_eq!(liveness, Some(Liveness::Alive), "{}: a zombie leader with a live thread", scheme.name());
+            assert_eq!(verdict, Err(ErrorKind::Busy), "{}: its lock is not broken", scheme.name());
+        } else {
+            assert_eq!((liveness, verdict.is_ok()), (None, true), "flock: free");
         }
-        let (liveness, verdict) = judge_forged(scheme, dir, pid, start);
-        assert_eq!(liveness, Some(Liveness::Alive), "{}: a zombie leader with a live thread", scheme.name());
-        assert_eq!(verdict, Err(Error::Busy), "{}: its lock is not broken", scheme.name());
     });
     drop(child.stdin.take()); // the live thread reads EOF and exits the process
     wait_exit_keep_zombie(child.id());
     each_scheme("zombie-leader-gone", |scheme, dir| {
-        if !scheme.breaks_stale() {
-            return;
+        let (liveness, verdict) = judge_left(scheme, dir.path(), pid, start);
+        if scheme.breaks_stale_locks() {
+            assert_eq!(liveness, Some(Liveness::Dead), "{}: every thread has exited", scheme.name());
+            assert!(verdict.is_ok(), "{}: its lock is broken: {verdict:?}", scheme.name());
+        } else {
+            assert_eq!((liveness, verdict.is_ok()), (None, true), "flock: free");
         }
-        let (liveness, verdict) = judge_forged(scheme, dir, pid, start);
-        assert_eq!(liveness, Some(Liveness::Dead), "{}: every thread has exited", scheme.name());
-        assert!(verdict.is_ok(), "{}: its lock is broken: {verdict:?}", scheme.name());
     });
     child.wait().unwrap();
 }

@@ -55,8 +55,12 @@ impl Flock {
     }
 
     /// Opens the target to flock it, as `flock(1)` does: read-only, and
-    /// made (empty, with the lock's mode) if it is missing. A file or a
-    /// directory; nothing else is locked.
+    /// made (empty, complete with the lock's mode, under a helper name and
+    /// linked into place) if it is missing. A file or a directory; nothing
+    /// else is locked. Its content is never read, but its owner could
+    /// replace it under a holder's feet (a sticky directory lets the owner
+    /// of a file remove it): it is held to the lock's `mode` like every file
+    /// of the lock.
     fn open_target(&self, cx: &Context<'_>) -> Result<Fd, Error> {
         let role = FileRole::Lock;
         for _ in 0..2 {
@@ -64,12 +68,11 @@ impl Flock {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT) => {
                     files::check_directory(&self.path, cx.sharing)?;
-                    match sys::open(&self.path, libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY, 0) {
-                        Ok(fd) => {
-                            sys::fchmod(&fd, cx.sharing.mode()).map_err(|e| FileError::io(role, e))?;
-                            fd
-                        }
-                        Err(Errno::EEXIST) => continue,
+                    let helper = files::create_helper_file(&self.path, cx.sharing.mode(), b"")?;
+                    let linked = sys::link(&helper, &self.path);
+                    let _ = sys::unlink(&helper);
+                    match linked {
+                        Ok(()) | Err(Errno::EEXIST) => continue,
                         Err(e) => return Err(FileError::from_errno(role, &self.path, e)),
                     }
                 }
@@ -79,6 +82,7 @@ impl Flock {
             if !stat.is_file() && !stat.is_dir() {
                 return Err(Error::not_a_lock(role));
             }
+            cx.sharing.check(role, &stat)?;
             return Ok(fd);
         }
         Err(FileError::from_errno(role, &self.path, Errno::ENOENT))

@@ -9,9 +9,9 @@
 //! "judge the record, remove exactly it" cannot race with another breaker
 //! or creator of this library. Programs that take no guard (LockFile::Simple,
 //! liblockfile, a shell `mkdir`) can still create a lock at the path at any
-//! moment; [`LockStore::remove`] of their locks therefore checks, right
-//! before removing, that it is still the file that was judged
-//! ([`crate::files::remove_judged`]).
+//! moment, or rename one over whatever is there; [`LockStore::remove`], of
+//! their locks and of ours, therefore checks, right before removing, that
+//! it is still the file that was judged ([`crate::files::remove_judged`]).
 
 use core::time::Duration;
 
@@ -100,7 +100,10 @@ impl<S: LockStore> Strategy for Guarded<S> {
         let mut guard = self.guard.lock(cx.deadline, cx.me.boot)?;
         let Some(found) = self.store.read(cx)? else { return Ok(ReleaseOutcome::Lost) };
         let Some(on_disk) = found.ours(held.nonce) else { return Ok(ReleaseOutcome::Lost) };
-        self.store.remove(cx, &found)?;
+        // A peer replaced it since it was read: ours was gone already.
+        if !self.store.remove(cx, &found)? {
+            return Ok(ReleaseOutcome::Lost);
+        }
         guard.start_cooldown(cooldown)?;
         Ok(ReleaseOutcome::of_own(on_disk.expires, guard.now))
     }

@@ -132,16 +132,12 @@ impl LockStore for LockFile {
     }
 
     fn remove(&self, _cx: &Context<'_>, found: &Found) -> Result<bool, Error> {
-        match found.holding {
-            // Ours changes only under the guard, and no peer can replace a
-            // file that is there: exactly the one that was read.
-            Holding::Ours(_) => {
-                files::ignore_missing(sys::unlink(&self.lock), FileRole::Lock, &self.lock).map(|()| true)
-            }
-            _ => files::remove_judged(&self.lock, &found.stat, |aside| {
-                files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
-            }),
-        }
+        // Ours or a peer's, only the very file that was read goes: a peer
+        // takes no guard, and rename(2) can put its lock in place of ours
+        // between our read and our removal.
+        files::remove_judged(&self.lock, &found.stat, |aside| {
+            files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
+        })
     }
 
     fn path(&self) -> &CPath {

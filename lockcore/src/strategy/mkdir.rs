@@ -83,7 +83,15 @@ impl LockStore for Mkdir {
         let stat = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Lock, e))?;
         cx.sharing.check(FileRole::Lock, &stat)?;
         let written_at = WallTime::from_unix_nanos(stat.mtime_ns);
-        let holding = match entries(&dir)? {
+        let listed = match entries(&dir) {
+            // Removed since it was opened (a peer's rmdir, or a directory it
+            // renamed over this one): listing a removed directory says
+            // ENOENT. Nothing is there as far as this read goes; a lock made
+            // there meanwhile is found by the create.
+            Err(Error::File(e)) if e.errno == Some(Errno::ENOENT) => return Ok(None),
+            other => other?,
+        };
+        let holding = match listed {
             Entries::Empty => Holding::Foreign { pid: 0, host: None, rule: ForeignRule::Anonymous },
             Entries::Other => return Err(Error::not_a_lock(FileRole::Lock)),
             Entries::OnlyOurs => {
@@ -110,9 +118,14 @@ impl LockStore for Mkdir {
 
     fn create(&self, cx: &Context<'_>, record: &Record) -> Result<Option<Record>, Error> {
         let staging = helper_path(&self.lock)?;
-        sys::mkdir(&staging, 0).map_err(|e| FileError::from_errno(FileRole::Helper, &staging, e))?;
+        // Private until its bits are set, but open to its owner: a directory
+        // made with no bits at all cannot be opened to set them, except by root.
+        sys::mkdir(&staging, 0o700).map_err(|e| FileError::from_errno(FileRole::Helper, &staging, e))?;
         let built = open_dir(&staging)?.ok_or(Error::not_a_lock(FileRole::Helper)).and_then(|dir| {
-            sys::fchmod(&dir, cx.sharing.dir_mode()).map_err(|e| FileError::io(FileRole::Helper, e))?;
+            // The setgid bit a directory inherits in a group-shared parent
+            // is kept: it is what gives the record the shared group.
+            let inherited = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Helper, e))?.permissions() & 0o2000;
+            sys::fchmod(&dir, cx.sharing.dir_mode() | inherited).map_err(|e| FileError::io(FileRole::Helper, e))?;
             write_record(&dir, RECORD_NAME, record, cx.sharing.record_mode())
         });
         let placed = built.and_then(|()| rename_into_place(&staging, &self.lock));

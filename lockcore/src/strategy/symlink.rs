@@ -132,14 +132,12 @@ impl LockStore for Symlink {
     }
 
     fn remove(&self, _cx: &Context<'_>, found: &Found) -> Result<bool, Error> {
-        match found.holding {
-            Holding::Ours(_) => {
-                files::ignore_missing(sys::unlink(&self.lock), FileRole::Lock, &self.lock).map(|()| true)
-            }
-            _ => files::remove_judged(&self.lock, &found.stat, |aside| {
-                files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
-            }),
-        }
+        // Ours or a peer's, only the very file that was read goes: a peer
+        // takes no guard, and rename(2) can put its lock in place of ours
+        // between our read and our removal.
+        files::remove_judged(&self.lock, &found.stat, |aside| {
+            files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
+        })
     }
 
     fn path(&self) -> &CPath {

@@ -3,7 +3,7 @@
 //!
 //! Every request appends one line, in one `write` to a file opened with
 //! `O_APPEND`, so arrivals are totally ordered and served first come, first
-//! served. The file is a log ([`line`]); its meaning is the result of
+//! served. The file is a log ([`mod@line`]); its meaning is the result of
 //! replaying it ([`replay`]), which every process does alike; how it is
 //! read, appended to and compacted is [`queue_file`]. This module is the
 //! strategy: it queues a request, waits for it to reach the head, grants

@@ -92,6 +92,12 @@ pub struct Replay {
     pub watched_end: Ended,
 }
 
+impl Default for Replay {
+    fn default() -> Replay {
+        Replay::new()
+    }
+}
+
 impl Replay {
     pub const fn new() -> Replay {
         Replay {
