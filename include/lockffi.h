@@ -531,7 +531,7 @@ lock_result lock_inspect(lock_handle *handle, lock_info *info_out);
  * Removes the lock whoever holds it: an operator's tool for a holder known
  * to be gone. `*was_held_out` (if not NULL) tells whether there was a lock.
  * `LOCK_ERR_UNSUPPORTED` for flock, which only its holder's exit releases.
- * `LOCK_BUSY` if the lock's files stayed locked by other processes for 10
+ * `LOCK_BUSY` if the lock's files stayed locked by other processes for 2
  * seconds (nothing removed; see `LOCK_BUSY`).
  *
  * # Safety

@@ -5,7 +5,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::{Moment, MonoTime, WallTime};
-use crate::error::{Error, FileRole};
+use crate::error::{Contention, Error, FileRole};
 use crate::owner::{Nonce, Owner};
 use crate::record::Record;
 use crate::spec::{Scheme, Spec};
@@ -402,7 +402,13 @@ impl<'a> Described<'a> {
 impl fmt::Display for Described<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let lock = self.lock.path();
-        let path: &[u8] = match self.error.file() {
+        // A guard held too long is about the guard (the lease or queue file
+        // itself, for the strategies that keep none): the file to look for
+        // its holder on.
+        let guard_held =
+            matches!(self.error, Error::Busy(Contention::GuardHeld) | Error::Timeout(Contention::GuardHeld));
+        let file = if guard_held { Some(FileRole::Guard) } else { self.error.file() };
+        let path: &[u8] = match file {
             Some(FileRole::Guard) => self.lock.guard_path().unwrap_or(lock).as_bytes(),
             Some(FileRole::Directory) | Some(FileRole::Helper) => lock.parent(),
             Some(FileRole::Lock) | None => lock.as_bytes(),

@@ -8,7 +8,11 @@
 //! * records that nobody may rewrite in place (a `lockfile` lock file, the
 //!   record inside a `mkdir` lock) get only the read bits, because
 //!   LockFile::Simple overwrites a lock file it can write;
-//! * directories (a `mkdir` lock) get a search bit with each read bit.
+//! * directories (a `mkdir` lock) get a search bit with each read bit;
+//! * the files that are locked to order the lock's changes (a guard, a
+//!   lease, a queue, a `flock` file the library creates) give a class no
+//!   read bit without its write bit: a user who may open one only to read
+//!   can still hold a shared lock on it, which keeps every writer out.
 //!
 //! A file that is already there is used only if nobody outside those users
 //! could have written it: refused when its permissions let a class write
@@ -43,8 +47,12 @@ impl Sharing {
 
     /// The bits of the files every user of the lock reads and writes: the
     /// guard, the lease, the queue, the `flock` file the library creates.
+    /// A class that may not write them may not read them either (`0644`
+    /// gives `0600`): a reader could hold a shared lock on them and wedge
+    /// the lock.
     pub fn mode(self) -> u32 {
-        self.mode
+        let read_only = (!self.mode & 0o022) << 1;
+        self.mode & !read_only
     }
 
     /// The bits of a record nobody may rewrite in place: the read bits only.
@@ -115,6 +123,11 @@ mod tests {
         let private = Sharing::new(DEFAULT_MODE);
         assert_eq!((private.mode(), private.record_mode(), private.dir_mode()), (0o600, 0o400, 0o700));
         assert!(private.is_private() && !group.is_private());
+        assert_eq!(Sharing::new(0o666).mode(), 0o666);
+        // Readers who may not write get no read bit on a file that is locked.
+        let readable = Sharing::new(0o644);
+        assert_eq!((readable.mode(), readable.record_mode(), readable.dir_mode()), (0o600, 0o444, 0o755));
+        assert_eq!((Sharing::new(0o640).mode(), Sharing::new(0o664).mode()), (0o600, 0o660));
     }
 
     #[test]

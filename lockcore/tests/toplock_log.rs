@@ -5,36 +5,47 @@
 //! increasing fences, and never wedges.
 //!
 //! Lines are appended here the way the library appends them: one `write` to
-//! a file opened with `O_APPEND`. Nonces of requests that no process owns
-//! are made up; their owners are on another host (`elsewhere`), so only
-//! their own TTL, written in their request, can end them.
+//! a file opened with `O_APPEND`, to a queue the library made (a file whose
+//! first line is no header is not a queue, and is never written). Their
+//! times are the boot clock's, as every time in a queue is. Nonces of
+//! requests that no process owns are made up; their owners are on another
+//! host (`elsewhere`), so only their own TTL, written in their request, can
+//! end them.
 
 mod common;
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use common::files::{ofd_lock, ofd_unlock};
 use common::*;
-use lockcore::{Error, Lock, ProlongOutcome, ReleaseOutcome};
+use lockcore::strategy::toplock::queue_file::COMPACT_AT;
+use lockcore::{BootTime, CorruptKind, ErrorKind, Lock, ProlongOutcome, ReleaseOutcome};
 
 const HOUR_NS: i64 = 3_600_000_000_000;
 
+/// Now on the queue's clock: the boot clock, in nanoseconds.
 fn now_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64
+    BootTime::now().nanos()
+}
+
+/// Now on the wall clock, in Unix nanoseconds.
+fn wall_ns() -> i64 {
+    wall_now().unix_nanos()
 }
 
 fn open(queue: &Path, query: &str) -> Lock {
     open_lock(&format!("toplock:{}?{query}", queue.display()))
 }
 
+/// Appends to a queue that must exist (made by [`queue_in`]).
 fn append(queue: &Path, bytes: &[u8]) {
-    let mut file = OpenOptions::new().append(true).create(true).open(queue).unwrap();
+    let mut file = OpenOptions::new().append(true).open(queue).unwrap();
     file.write_all(bytes).unwrap();
 }
 
@@ -100,13 +111,23 @@ fn wait_for_requests(queue: &Path, n: usize) {
     }
 }
 
+/// A new, empty queue in `dir`, made by the library (its header first).
 fn queue_in(dir: &TestDir) -> PathBuf {
-    dir.join("queue")
+    let queue = dir.join("queue");
+    let info = open(&queue, "ttl=1h").inspect().expect("a new queue");
+    assert_eq!(info.queue_length, Some(0));
+    queue
 }
 
-/// A line stamped an hour ahead (written before the wall clock was stepped
-/// back) holds the log's clock there. A grant measured by the wall clock
-/// alone would look expired to everyone else at once.
+/// The kind of a result's error, to compare without its details.
+fn kind<T>(result: Result<T, lockcore::Error>) -> Result<(), ErrorKind> {
+    result.map(|_| ()).map_err(|e| e.kind())
+}
+
+/// A line stamped an hour ahead of the reader's clock holds the log's clock
+/// there (the log's clock never runs back). A grant measured by the
+/// reader's clock alone would look expired to everyone else at once; it
+/// gets its whole TTL on the log's clock.
 #[test]
 fn a_line_from_the_future_does_not_let_a_second_holder_in() {
     let dir = TestDir::new("toplock-future");
@@ -116,10 +137,10 @@ fn a_line_from_the_future_does_not_let_a_second_holder_in() {
     let mut second = open(&queue, "ttl=30s");
     let held = first.try_acquire().expect("the queue is free");
     assert!(
-        held.expires.is_some_and(|at| at.unix_nanos() > now_ns() + HOUR_NS),
-        "the grant is measured on the log's clock: {held:?}"
+        held.expires.is_some_and(|at| at.unix_nanos() > wall_ns() + 20_000_000_000),
+        "the grant is measured on the log's clock, not already run out: {held:?}"
     );
-    assert_eq!(second.try_acquire(), Err(Error::Busy));
+    assert_eq!(kind(second.try_acquire()), Err(ErrorKind::Busy));
     assert_eq!(first.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     assert!(second.try_acquire().is_ok(), "free again after the release");
 }
@@ -167,9 +188,10 @@ fn fences_stay_distinct_when_a_compaction_comes_inside_an_acquire() {
     wait_for_requests(&queue, 2);
     let third = spawn_waiter("third", None);
     wait_for_requests(&queue, 3);
-    // The release (a 57-byte line) and the next grant take the log past
-    // the compaction threshold, between the grant and its read-back.
-    pad_to(&queue, lockcore::strategy::toplock::COMPACT_AT - 57 - 30);
+    // The release and the next grant take the log past the compaction
+    // threshold, between the grant and its read-back.
+    let release_line = format!("D {} {} 0\n", made_up_nonce(), now_ns()).len();
+    pad_to(&queue, COMPACT_AT - release_line - 30);
     assert_eq!(first.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     let (who, fence) = fence_seen.recv().unwrap();
     go_release.send(()).unwrap();
@@ -196,7 +218,7 @@ fn a_prolong_across_a_compaction_keeps_the_lock() {
     let waiting_queue = queue.clone();
     let waiter = thread::spawn(move || open(&waiting_queue, "ttl=60s").acquire(Some(Duration::from_secs(60))));
     wait_for_requests(&queue, 3);
-    pad_to(&queue, lockcore::strategy::toplock::COMPACT_AT - 40);
+    pad_to(&queue, COMPACT_AT - 40);
     assert_eq!(holder.prolong(None), Ok(ProlongOutcome::Prolonged));
     assert!(holder.held().is_some());
     assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
@@ -207,10 +229,11 @@ fn a_prolong_across_a_compaction_keeps_the_lock() {
 /// appends its grant; a compaction then drops the broken request. The
 /// waiter must not believe it holds the lock.
 ///
-/// A shared flock (held by the test) lets the waiter read the log but holds
-/// back its grant's append; whether the waiter reached that append before
-/// the break is up to the scheduler, so the check is the one that must hold
-/// either way: never two holders.
+/// A shared lock on the queue file (an OFD read lock, held by the test, as
+/// a reader's) lets the waiter read the log but holds back its grant's
+/// append; whether the waiter reached that append before the break is up
+/// to the scheduler, so the check is the one that must hold either way:
+/// never two holders.
 #[test]
 fn a_waiter_broken_before_its_grant_does_not_hold() {
     let dir = TestDir::new("toplock-broken-waiter");
@@ -228,16 +251,14 @@ fn a_waiter_broken_before_its_grant_does_not_hold() {
     wait_for_requests(&queue, 2);
     let waiter_nonce = requests_in(&queue)[1].clone();
     let file = fs::File::open(&queue).unwrap();
-    // SAFETY: flock on a descriptor this test owns.
-    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) }, 0);
+    assert!(ofd_lock(&file, false).unwrap(), "a shared lock beside the readers'");
     // The first holder's release, as its release writes it, then the break.
     append(&queue, format!("D {first_nonce} {} 0\n", now_ns()).as_bytes());
     first.forget();
     thread::sleep(Duration::from_millis(300));
     append(&queue, format!("B {waiter_nonce} {}\n", now_ns()).as_bytes());
     pad_to(&queue, len(&queue) + 4000);
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) }, 0);
+    assert!(ofd_unlock(&file).unwrap());
     let waited = result_seen.recv().unwrap();
     let taken = open(&queue, "ttl=60s").try_acquire();
     let mut waiter = waiter.join().unwrap();
@@ -272,20 +293,29 @@ fn compaction_does_not_restart_a_stuck_heads_ttl() {
     assert!(waited.is_ok(), "the stuck head kept the lock past its ttl: {waited:?}");
 }
 
-/// A forged header with the largest sequence number, or a header of
-/// another format version: refused as corrupt, never a panic, a wrapped
-/// fence, or a replay that starts the fences again.
+/// A forged header with the largest fence: no fence is left to hand out,
+/// so no grant is made (never a wrapped fence, or fences started again),
+/// while the queue can still be read. A header of another format version
+/// (or a second header) is refused as corrupt. Never a panic.
 #[test]
-fn a_header_with_the_largest_sequence_number_or_another_version_is_corrupt() {
-    for (label, header) in
-        [("largest", format!("H 3 {} 0 0 0 0 -\n", u64::MAX)), ("version", "H 2 7 0 0 0 7 -\n".into())]
+fn a_header_with_the_largest_fence_or_another_version_is_corrupt() {
+    let boot = lockcore::BootId::current().map_or("-".to_owned(), |id| format!("{id:?}"));
+    let dir = TestDir::new("toplock-forged-header-largest");
+    let queue = dir.join("queue");
+    fs::write(&queue, format!("H 4 {boot} 0 0 0 {} -\n", u64::MAX)).unwrap();
+    let mut lock = open(&queue, "ttl=30s");
+    assert_eq!(lock.inspect().map(|info| info.last_fence), Ok(u64::MAX));
+    assert_eq!(kind(lock.try_acquire()), Err(ErrorKind::Corrupt(CorruptKind::Record)));
+
+    for (label, header) in [("version", "H 2 7 0 0 0 7 -\n".to_owned()), ("second", format!("H 4 {boot} 0 0 0 7 -\n"))]
     {
         let dir = TestDir::new(&format!("toplock-forged-header-{label}"));
-        let queue = queue_in(&dir);
-        append(&queue, header.as_bytes());
+        let queue = dir.join("queue");
+        let first = if label == "second" { header.clone() } else { String::new() };
+        fs::write(&queue, format!("{first}{header}")).unwrap();
         let mut lock = open(&queue, "ttl=30s");
-        assert_eq!(lock.inspect().err(), Some(Error::Corrupt(lockcore::CorruptKind::Record)), "{label}");
-        assert_eq!(lock.try_acquire(), Err(Error::Corrupt(lockcore::CorruptKind::Record)), "{label}");
+        assert_eq!(kind(lock.inspect()), Err(ErrorKind::Corrupt(CorruptKind::Record)), "{label}");
+        assert_eq!(kind(lock.try_acquire()), Err(ErrorKind::Corrupt(CorruptKind::Record)), "{label}");
     }
 }
 
@@ -300,8 +330,8 @@ fn an_ungranted_head_is_skipped_by_its_own_ttl_not_the_readers() {
     append(&queue, foreign_request(&made_up_nonce(), 4242, Duration::from_secs(3600)).as_bytes());
     let mut impatient = open(&queue, "ttl=300ms");
     assert_eq!(
-        impatient.acquire(Some(Duration::from_millis(1500))).err(),
-        Some(Error::Timeout),
+        kind(impatient.acquire(Some(Duration::from_millis(1500)))),
+        Err(ErrorKind::Timeout),
         "a head with an hour's patience is skipped by a reader's 300 ms"
     );
 
@@ -360,11 +390,11 @@ fn a_release_after_an_overrun_keeps_its_cooldown() {
     holder.try_acquire().unwrap();
     append(&queue, foreign_request(&made_up_nonce(), 4242, Duration::from_secs(3600)).as_bytes());
     let expires = holder.held().unwrap().expires.unwrap();
-    wait_until("the grant to run out", || wall_now() > expires);
+    wait_until("the grant to run out", || expires.has_come(holder.now()));
     assert_eq!(holder.release(Duration::from_secs(60)), Ok(ReleaseOutcome::Expired));
     let info = open(&queue, "ttl=1h").inspect().unwrap();
     assert!(
-        info.cooldown_until.is_some_and(|until| until.unix_nanos() > now_ns() + 30_000_000_000),
+        info.cooldown_until.is_some_and(|until| until.unix_nanos() > wall_ns() + 30_000_000_000),
         "the cooldown was dropped: {info:?}"
     );
 }

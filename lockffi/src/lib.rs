@@ -546,7 +546,7 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
 /// Removes the lock whoever holds it: an operator's tool for a holder known
 /// to be gone. `*was_held_out` (if not NULL) tells whether there was a lock.
 /// `LOCK_ERR_UNSUPPORTED` for flock, which only its holder's exit releases.
-/// `LOCK_BUSY` if the lock's files stayed locked by other processes for 10
+/// `LOCK_BUSY` if the lock's files stayed locked by other processes for 2
 /// seconds (nothing removed; see `LOCK_BUSY`).
 ///
 /// # Safety

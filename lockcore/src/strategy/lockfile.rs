@@ -30,6 +30,8 @@ use crate::sys::{self, CPath, Errno};
 #[derive(Debug)]
 pub struct LockFile {
     lock: CPath,
+    /// The protected file: never taken for a lock, whatever it holds.
+    target: CPath,
     stamp: Stamp,
 }
 
@@ -48,7 +50,11 @@ impl LockFile {
                 "names the protected file itself as its lock file",
             )));
         }
-        Ok(LockFile { lock, stamp: if options.nfs { Stamp::PidHost } else { Stamp::Pid } })
+        Ok(LockFile {
+            lock,
+            target: spec.target().clone(),
+            stamp: if options.nfs { Stamp::PidHost } else { Stamp::Pid },
+        })
     }
 }
 
@@ -88,6 +94,12 @@ impl LockStore for LockFile {
             Err(Unrecognised::Corrupt(kind)) => Holding::Corrupt(kind),
             Err(Unrecognised::NotALock) => return Err(Error::not_a_lock(FileRole::Lock)),
         };
+        // A format can name the protected file by another spelling of its
+        // path (`%D/./%F`), or the lock path be a hard link to it: its
+        // content (a counter's `12345`) is then data, not a peer's stamp.
+        if !matches!(holding, Holding::Ours(_)) && sys::lstat(&self.target).is_ok_and(|t| t.same_file(&stat)) {
+            return Err(Error::not_a_lock(FileRole::Lock));
+        }
         Ok(Some(Found { holding, written_at: WallTime::from_unix_nanos(stat.mtime_ns), stat }))
     }
 

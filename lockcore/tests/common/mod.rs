@@ -36,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lockcore::record::{Record, Stamp};
 use lockcore::{Lock, Nonce, Owner, WallTime};
+pub mod files;
 pub mod users;
 
 /// Names the role a re-executed test binary plays.

@@ -71,7 +71,10 @@ fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
     let owner = log.replay.owner(log.bytes(), index);
     let wall_now = WallTime::now();
     let expires = grant_expiry(cx, request.grant, log.now, wall_now);
-    let record = Record { owner, nonce: request.nonce, fence: request.fence, since: wall_now, expires };
+    // When its turn began, on the log's clock, as the wall clock reads it now.
+    let ago = log.now.saturating_sub(request.since).max(0);
+    let since = WallTime::from_unix_nanos(wall_now.unix_nanos().saturating_sub(ago));
+    let record = Record { owner, nonce: request.nonce, fence: request.fence, since, expires };
     let liveness = cx.me.judge(&owner);
     Holder {
         pid: owner.process.pid,
@@ -81,7 +84,7 @@ fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
         stale: grant_passed(request.grant, log.now)
             || (cx.options.stale == StaleCheck::DeadOwner && liveness == Liveness::Dead),
         this_handle: false,
-        since: None,
+        since: Some(since),
         expires: expires.map(|at| at.wall),
     }
 }

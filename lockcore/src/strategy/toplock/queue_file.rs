@@ -81,8 +81,13 @@ impl Log {
         let n = file.read(&mut self.bytes)?;
         if n == QUEUE_CAPACITY {
             // Compaction keeps the file far below this; only a hostile or
-            // damaged file gets here.
-            return Err(Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong));
+            // damaged file gets here. Without a header first it is no queue
+            // at all (a data file), as the replay would say of a short one.
+            return Err(if self.bytes.starts_with(b"H ") {
+                Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong)
+            } else {
+                Error::not_a_lock(FileRole::Lock)
+            });
         }
         self.len = n;
         let reader_now = BootTime::now().nanos();

@@ -45,8 +45,9 @@ pub struct Request {
     /// Offset of its `R` line in the log: where its owner is read from, and
     /// what compaction copies.
     offset: usize,
-    /// When it became head (or was made, before that).
-    since: i64,
+    /// When it became head (or was made, before that): for the holder,
+    /// when its turn began.
+    pub since: i64,
     /// The requester's `ttl`: how long it may stay head without a grant
     /// (without asking again) before the others pass it over.
     patience: Option<i64>,
