@@ -155,8 +155,8 @@ pub enum Problem {
 /// Why a file was not trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Untrusted {
-    /// Its permissions let a class of users write it that the spec's `mode`
-    /// does not let take the lock.
+    /// Its permissions let a class of users write it (or, for a file that is
+    /// locked, even read it) that the spec's `mode` does not let take the lock.
     WritableByOthers,
     /// It belongs to another user, and the spec's `mode` keeps the lock to
     /// its owner.
@@ -455,7 +455,7 @@ impl fmt::Display for FileErrorText<'_> {
             Problem::Corrupt(CorruptKind::RecordTooLong) => write!(f, "the record of {what} is too long")?,
             Problem::Corrupt(CorruptKind::GuardState) => write!(f, "{what} is corrupt")?,
             Problem::Untrusted(Untrusted::WritableByOthers) => {
-                write!(f, "{what} may be written by users the lock's mode does not trust; refusing to use it")?
+                write!(f, "{what} is open to users the lock's mode does not trust; refusing to use it")?
             }
             Problem::Untrusted(Untrusted::OwnedByOther) => {
                 write!(f, "{what} belongs to another user, and the lock's mode keeps it private; refusing to use it")?

@@ -57,10 +57,12 @@ pub const READ_RECORD_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | l
 /// Opens a file that keeps a lock's state (a guard, a lease, a queue) for
 /// reading and writing, first creating it, complete with `initial` and with
 /// exactly the sharing's mode, if it does not exist. The file is checked
-/// before it is returned: a regular file ([`Problem::NotALock`] otherwise),
-/// trusted by `sharing`, in a directory that keeps untrusted users from
-/// replacing it. Whether its content is the caller's format is the caller's
-/// to check, before it writes anything.
+/// before it is returned: a regular file that starts with the first word of
+/// `initial`, the format's marker ([`Problem::NotALock`] otherwise: a data
+/// file is no lock of ours, whoever may write it), then trusted by
+/// `sharing`, in a directory that keeps untrusted users from replacing it.
+/// The rest of its content is the caller's to check, before it writes
+/// anything.
 ///
 /// [`Problem::NotALock`]: crate::error::Problem::NotALock
 pub fn open_state_file(
@@ -80,7 +82,14 @@ pub fn open_state_file(
                 if !stat.is_file() {
                     return Err(Error::not_a_lock(role));
                 }
-                sharing.check(role, &stat)?;
+                let marker = &initial[..initial.iter().position(|&b| b == b' ').map_or(0, |space| space + 1)];
+                let mut start = [0u8; 16];
+                let start = &mut start[..marker.len().min(16)];
+                let n = sys::pread_full(&fd, start, 0).map_err(|e| FileError::io(role, e))?;
+                if start[..n] != *marker {
+                    return Err(Error::not_a_lock(role));
+                }
+                sharing.check_locked(role, &stat)?;
                 check_directory(path, sharing)?;
                 return Ok((fd, stat));
             }

@@ -203,7 +203,7 @@ impl GuardFile {
                     Ok(now) if now.same_file(&locked) => {
                         // Its owner may have changed its bits since we
                         // opened it: judged again, under the lock.
-                        if let Err(e) = self.sharing.check(role, &locked) {
+                        if let Err(e) = self.sharing.check_locked(role, &locked) {
                             let _ = sys::ofd_unlock(fd);
                             return Err(e);
                         }

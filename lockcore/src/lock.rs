@@ -187,9 +187,10 @@ impl Lock {
     /// cooling down, within [`TRY_PATIENCE`] at the most. A queueing
     /// strategy does not keep a place for a caller that does not wait.
     pub fn try_acquire(&mut self) -> Result<Acquired, Error> {
-        let result = self.attempt(MonoTime::now().saturating_add(TRY_PATIENCE));
+        let deadline = MonoTime::now().saturating_add(TRY_PATIENCE);
+        let result = self.attempt(deadline);
         if result.is_err() {
-            self.abandon();
+            self.abandon(deadline);
         }
         result
     }
@@ -208,11 +209,13 @@ impl Lock {
         Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall) })
     }
 
-    /// Gives up a queue place kept by failed attempts (best effort: a
-    /// request left behind is skipped once its owner is gone).
-    fn abandon(&mut self) {
+    /// Gives up a queue place kept by failed attempts, by `deadline`. If
+    /// the queue stays held past it, the place is kept, and given up at
+    /// the next attempt's failure or when the handle is dropped; meanwhile
+    /// the others pass it over once its `ttl` has passed, or its owner is gone.
+    fn abandon(&mut self, deadline: MonoTime) {
         if self.pid == sys::getpid() {
-            let _ = self.run(Lock::change_deadline(), |strategy, cx| strategy.abandon(cx));
+            let _ = self.run(deadline, |strategy, cx| strategy.abandon(cx));
         }
     }
 
@@ -242,7 +245,7 @@ impl Lock {
             self.attempt(deadline.map_or(cap, |deadline| deadline.min(cap)))
         });
         if result.is_err() {
-            self.abandon();
+            self.abandon(deadline.unwrap_or_else(Lock::change_deadline));
         }
         result
     }
@@ -380,6 +383,8 @@ impl Drop for Lock {
         if !self.adopted && self.held_here().is_ok() {
             let _ = self.release(Duration::ZERO);
         }
+        // A queue place that could not be given up by an attempt's deadline.
+        self.abandon(Lock::change_deadline());
     }
 }
 

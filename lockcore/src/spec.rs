@@ -446,19 +446,21 @@ fn parse_bool(v: &[u8]) -> Option<bool> {
     }
 }
 
-/// Permission bits in octal (`0660`, `660`): no setuid, setgid or sticky
-/// bit, and the owner must be able to read and write what it creates.
+/// Who may take the lock, as permission bits in octal (`0660`, `660`):
+/// the owner reads and writes, and each other class reads and writes too,
+/// or neither. No setuid, setgid or sticky bit.
 fn parse_mode(v: &[u8]) -> Result<u32, &'static str> {
-    const OCTAL: &str = "expected octal permission bits such as 0600, 0660 or 0666";
     if v.is_empty() || v.len() > 4 || !v.iter().all(|b| (b'0'..=b'7').contains(b)) {
-        return Err(OCTAL);
+        return Err("expected octal permission bits: 0600, 0660 or 0666");
     }
     let mode = v.iter().fold(0u32, |mode, &b| mode * 8 + u32::from(b - b'0'));
     if mode > 0o777 {
         return Err("takes permission bits only: no setuid, setgid or sticky bit");
     }
-    if mode & 0o600 != 0o600 {
-        return Err("must let the owner read and write the lock's files (0600 at least)");
+    let classes = [mode >> 6, (mode >> 3) & 7, mode & 7];
+    if classes[0] != 6 || classes[1..].iter().any(|&bits| bits != 0 && bits != 6) {
+        return Err("expected 0600 (the owner), 0660 (and its group) or 0666 (everyone): each class reads and writes \
+             the lock's files, or neither (a reader could hold them locked)");
     }
     Ok(mode)
 }
@@ -549,7 +551,7 @@ mod tests {
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"format"[..]));
         let e = err("lockfile:/x?format=%25f&ext=.l");
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"ext"[..]));
-        for mode in ["999", "4600", "1777", "0400", "0200", "07", "x"] {
+        for mode in ["999", "4600", "1777", "0400", "0200", "07", "x", "0644", "0640", "0700", "0620"] {
             let e = err(&std::format!("lockfile:/x?mode={mode}"));
             assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"mode"[..]), "mode={mode}");
         }

@@ -8,11 +8,12 @@
 //! * records that nobody may rewrite in place (a `lockfile` lock file, the
 //!   record inside a `mkdir` lock) get only the read bits, because
 //!   LockFile::Simple overwrites a lock file it can write;
-//! * directories (a `mkdir` lock) get a search bit with each read bit;
-//! * the files that are locked to order the lock's changes (a guard, a
-//!   lease, a queue, a `flock` file the library creates) give a class no
-//!   read bit without its write bit: a user who may open one only to read
-//!   can still hold a shared lock on it, which keeps every writer out.
+//! * directories (a `mkdir` lock) get a search bit with each read bit.
+//!
+//! Each class of users reads and writes the lock's files, or neither: a
+//! `mode` such as `0644` is refused by the spec parser, because a user who
+//! may open a file only to read it can still hold a shared lock on it, and
+//! a shared lock on a guard, a lease or a queue keeps every writer out.
 //!
 //! A file that is already there is used only if nobody outside those users
 //! could have written it: refused when its permissions let a class write
@@ -47,12 +48,8 @@ impl Sharing {
 
     /// The bits of the files every user of the lock reads and writes: the
     /// guard, the lease, the queue, the `flock` file the library creates.
-    /// A class that may not write them may not read them either (`0644`
-    /// gives `0600`): a reader could hold a shared lock on them and wedge
-    /// the lock.
     pub fn mode(self) -> u32 {
-        let read_only = (!self.mode & 0o022) << 1;
-        self.mode & !read_only
+        self.mode
     }
 
     /// The bits of a record nobody may rewrite in place: the read bits only.
@@ -70,12 +67,26 @@ impl Sharing {
         self.mode & 0o077 == 0
     }
 
-    /// Whether a file this lock finds may be believed. Symbolic links have
-    /// no permissions of their own; only their owner counts.
+    /// Whether a record this lock finds (a lock file, a lock directory, a
+    /// symlink, the file `flock` locks) may be believed: nobody outside the
+    /// lock's users could have written it. Symbolic links have no
+    /// permissions of their own; only their owner counts.
     pub fn check(self, file: FileRole, stat: &FileStat) -> Result<(), Error> {
         // The group and other write bits are the ones that matter: the
         // owner can always change the bits of its own file.
-        if !stat.is_symlink() && stat.permissions() & 0o022 & !self.mode != 0 {
+        self.check_bits(file, stat, if stat.is_symlink() { 0 } else { 0o022 })
+    }
+
+    /// Whether a file the lock's changes are ordered by (a guard, a lease,
+    /// a queue) may be used: nobody outside the lock's users could have
+    /// written it, nor even read it, since a reader can hold a shared lock
+    /// on it that keeps every writer out.
+    pub fn check_locked(self, file: FileRole, stat: &FileStat) -> Result<(), Error> {
+        self.check_bits(file, stat, 0o066)
+    }
+
+    fn check_bits(self, file: FileRole, stat: &FileStat, guarded_bits: u32) -> Result<(), Error> {
+        if stat.permissions() & guarded_bits & !self.mode != 0 {
             return Err(FileError::untrusted(file, Untrusted::WritableByOthers, stat));
         }
         if self.is_private() && stat.uid != self.me {
@@ -124,10 +135,6 @@ mod tests {
         assert_eq!((private.mode(), private.record_mode(), private.dir_mode()), (0o600, 0o400, 0o700));
         assert!(private.is_private() && !group.is_private());
         assert_eq!(Sharing::new(0o666).mode(), 0o666);
-        // Readers who may not write get no read bit on a file that is locked.
-        let readable = Sharing::new(0o644);
-        assert_eq!((readable.mode(), readable.record_mode(), readable.dir_mode()), (0o600, 0o444, 0o755));
-        assert_eq!((Sharing::new(0o640).mode(), Sharing::new(0o664).mode()), (0o600, 0o660));
     }
 
     #[test]
@@ -135,7 +142,12 @@ mod tests {
         let me = sys::geteuid();
         let private = Sharing::new(0o600);
         assert_eq!(why(private.check(FileRole::Guard, &stat(0o600, me))), None);
-        assert_eq!(why(private.check(FileRole::Guard, &stat(0o644, me))), None, "readable is not writable");
+        assert_eq!(why(private.check(FileRole::Lock, &stat(0o644, me))), None, "a readable record is not writable");
+        assert_eq!(
+            why(private.check_locked(FileRole::Guard, &stat(0o644, me))),
+            Some(Untrusted::WritableByOthers),
+            "a guard others can read, others can hold locked"
+        );
         assert_eq!(why(private.check(FileRole::Guard, &stat(0o666, me))), Some(Untrusted::WritableByOthers));
         assert_eq!(why(private.check(FileRole::Guard, &stat(0o600, me + 1))), Some(Untrusted::OwnedByOther));
         let group = Sharing::new(0o660);

@@ -302,7 +302,7 @@ fn a_header_with_the_largest_fence_or_another_version_is_corrupt() {
     let boot = lockcore::BootId::current().map_or("-".to_owned(), |id| format!("{id:?}"));
     let dir = TestDir::new("toplock-forged-header-largest");
     let queue = dir.join("queue");
-    fs::write(&queue, format!("H 4 {boot} 0 0 0 {} -\n", u64::MAX)).unwrap();
+    write_private(&queue, format!("H 4 {boot} 0 0 0 {} -\n", u64::MAX));
     let mut lock = open(&queue, "ttl=30s");
     assert_eq!(lock.inspect().map(|info| info.last_fence), Ok(u64::MAX));
     assert_eq!(kind(lock.try_acquire()), Err(ErrorKind::Corrupt(CorruptKind::Record)));
@@ -312,7 +312,7 @@ fn a_header_with_the_largest_fence_or_another_version_is_corrupt() {
         let dir = TestDir::new(&format!("toplock-forged-header-{label}"));
         let queue = dir.join("queue");
         let first = if label == "second" { header.clone() } else { String::new() };
-        fs::write(&queue, format!("{first}{header}")).unwrap();
+        write_private(&queue, format!("{first}{header}"));
         let mut lock = open(&queue, "ttl=30s");
         assert_eq!(kind(lock.inspect()), Err(ErrorKind::Corrupt(CorruptKind::Record)), "{label}");
         assert_eq!(kind(lock.try_acquire()), Err(ErrorKind::Corrupt(CorruptKind::Record)), "{label}");
@@ -397,4 +397,12 @@ fn a_release_after_an_overrun_keeps_its_cooldown() {
         info.cooldown_until.is_some_and(|until| until.unix_nanos() > wall_ns() + 30_000_000_000),
         "the cooldown was dropped: {info:?}"
     );
+}
+
+/// Writes a queue as private as the library makes one, so that it is judged
+/// by its content and not refused as open to others.
+fn write_private(path: &Path, content: String) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::write(path, content).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }

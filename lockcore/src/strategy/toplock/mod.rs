@@ -159,8 +159,11 @@ impl Strategy for Toplock {
     }
 
     fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
-        if let Some(pending) = self.pending.take() {
+        if let Some(pending) = self.pending {
+            // Forgotten only once the line is written: a queue held past
+            // the deadline keeps the place for a later try.
             self.queue.append(cx, |t| Line::Done { nonce: pending, t, not_before: 0 })?;
+            self.pending = None;
         }
         Ok(())
     }
