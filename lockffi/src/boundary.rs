@@ -41,7 +41,13 @@ pub fn call(op: &'static str, body: impl FnOnce() -> Result<lock_result, Failure
 #[derive(Debug)]
 pub enum Failure {
     Core(Error),
-    Located(Error, String),
+    /// An error of a lock's operation, its code and errno kept, its text
+    /// written with the path of the file it is about.
+    Located {
+        code: lock_result,
+        errno: Option<lockcore::sys::Errno>,
+        text: String,
+    },
     Code(lock_result),
 }
 
@@ -57,7 +63,11 @@ impl<T> AtLock<T> for Result<T, Error> {
                 Error::File(e) => e.owner_uid.and_then(user_name),
                 _ => None,
             };
-            Failure::Located(error, lock.describe(&error).with_owner_name(owner.as_deref()).to_string())
+            Failure::Located {
+                code: lock_result::from(error),
+                errno: error.errno(),
+                text: lock.describe(&error).with_owner_name(owner.as_deref()).to_string(),
+            }
         })
     }
 }
@@ -95,7 +105,8 @@ impl Failure {
     /// failed, and returns the code.
     fn record(self, op: &str) -> lock_result {
         let (code, errno) = match &self {
-            Failure::Core(error) | Failure::Located(error, _) => (lock_result::from(*error), error.errno()),
+            Failure::Core(error) => (lock_result::from(*error), error.errno()),
+            Failure::Located { code, errno, .. } => (*code, *errno),
             Failure::Code(code) => (*code, None),
         };
         if let Some(errno) = errno {
@@ -104,7 +115,7 @@ impl Failure {
         }
         match &self {
             Failure::Core(error) => set_message(|m| write!(m, "{op}: {error}")),
-            Failure::Located(_, text) => set_message(|m| write!(m, "{op}: {text}")),
+            Failure::Located { text, .. } => set_message(|m| write!(m, "{op}: {text}")),
             Failure::Code(code) => set_message(|m| write!(m, "{op}: {}", code.text().to_str().unwrap_or(""))),
         }
         code
