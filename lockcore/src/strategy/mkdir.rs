@@ -110,7 +110,9 @@ impl LockStore for Mkdir {
 
     fn create(&self, cx: &Context<'_>, record: &Record) -> Result<Option<Record>, Error> {
         let staging = helper_path(&self.lock)?;
-        sys::mkdir(&staging, 0).map_err(|e| FileError::from_errno(FileRole::Helper, &staging, e))?;
+        // Searchable by its maker until the fchmod below: with no bits at all
+        // a user who is not root could not open it to finish it.
+        sys::mkdir(&staging, 0o700).map_err(|e| FileError::from_errno(FileRole::Helper, &staging, e))?;
         let built = open_dir(&staging)?.ok_or(Error::not_a_lock(FileRole::Helper)).and_then(|dir| {
             sys::fchmod(&dir, cx.sharing.dir_mode()).map_err(|e| FileError::io(FileRole::Helper, e))?;
             write_record(&dir, RECORD_NAME, record, cx.sharing.record_mode())
