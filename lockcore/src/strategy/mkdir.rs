@@ -114,7 +114,11 @@ impl LockStore for Mkdir {
         // a user who is not root could not open it to finish it.
         sys::mkdir(&staging, 0o700).map_err(|e| FileError::from_errno(FileRole::Helper, &staging, e))?;
         let built = open_dir(&staging)?.ok_or(Error::not_a_lock(FileRole::Helper)).and_then(|dir| {
-            sys::fchmod(&dir, cx.sharing.dir_mode()).map_err(|e| FileError::io(FileRole::Helper, e))?;
+            // In a setgid directory (one an admin shares with a group) the
+            // new one inherits the setgid bit, which makes the record made in
+            // it the group's too, so that every member can read it: kept.
+            let inherited = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Helper, e))?.mode & 0o2000;
+            sys::fchmod(&dir, cx.sharing.dir_mode() | inherited).map_err(|e| FileError::io(FileRole::Helper, e))?;
             write_record(&dir, RECORD_NAME, record, cx.sharing.record_mode())
         });
         let placed = built.and_then(|()| rename_into_place(&staging, &self.lock));
