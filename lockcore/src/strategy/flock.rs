@@ -63,13 +63,16 @@ impl Flock {
             let fd = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT) => {
+                    // Made with its bits under a helper name and linked into
+                    // place: created at its path, it would stand there with
+                    // no bits until its fchmod, and another user of the lock
+                    // opening it then would be refused.
                     files::check_directory(&self.path, cx.sharing)?;
-                    match sys::open(&self.path, libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY, 0) {
-                        Ok(fd) => {
-                            sys::fchmod(&fd, cx.sharing.mode()).map_err(|e| FileError::io(role, e))?;
-                            fd
-                        }
-                        Err(Errno::EEXIST) => continue,
+                    let helper = files::create_helper_file(&self.path, cx.sharing.mode(), &[])?;
+                    let linked = sys::link(&helper, &self.path);
+                    let _ = sys::unlink(&helper);
+                    match linked {
+                        Ok(()) | Err(Errno::EEXIST) => continue,
                         Err(e) => return Err(FileError::from_errno(role, &self.path, e)),
                     }
                 }
