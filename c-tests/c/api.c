@@ -1,8 +1,8 @@
 /*
- * api.c: the whole C API, for each strategy (lockfile, mkdir, flock, symlink,
- * lease, toplock). The calls the newer strategies brought (lock_commit,
- * lock_autorenew) and what only one strategy does are in strategies.c; the
- * watchdog's part in exit, fork and lock_close is here.
+ * api.c: the whole C API, for each scheme of lockcore's list (harness.h).
+ * The calls the newer strategies brought (lock_commit, lock_autorenew) and
+ * what only one strategy does are in strategies.c; the watchdog's part in
+ * exit, fork and lock_close is here.
  *
  * Usage: c_api [name-filter]   (runs the cases whose name contains the filter)
  *
@@ -39,8 +39,8 @@ static bool only_entries(const char *dir, const char *allowed[]) {
     return true;
 }
 
-/* After every lock is released: only the guard (lockfile, mkdir, symlink)
- * or the file that is the lock (flock, lease, toplock) may remain. */
+/* After every lock is released: only the guard and a lock path that stays
+ * (flock's target, the lease, the queue) may remain. */
 static bool no_litter(const struct strategy *s, const char *dir) {
     const char *allowed[3] = {NULL, NULL, NULL};
     size_t n = 0;
