@@ -959,12 +959,12 @@ static bool test_symlink_at_lock_path(void) {
 }
 
 /* Symlinks planted where a lock keeps files beside it (its guard), and at
- * the fixed helper names earlier versions used (<lock>.tmp, .new,
+ * the fixed temporary names earlier versions used (<lock>.tmp, .new,
  * .compact), which someone who read old sources would plant: whatever each
  * call answers, nothing is written through them, and a link at an old name
- * is left as it is (it is not the library's: helpers have random names
+ * is left as it is (it is not the library's: its temporary files have random names
  * now). toplock cycles until its queue has been compacted (a new inode at
- * its path), so that compaction's own helper is made and renamed too. */
+ * its path), so that compaction's own temporary file is made and renamed too. */
 static bool symlinks_at_derived_paths(const struct strategy *s, const char *base) {
     static const char *old_suffixes[] = {".tmp", ".new", ".compact"};
     char names[4][HARNESS_PATH_MAX];

@@ -377,7 +377,7 @@ HARNESS_UNUSED static bool make_temp_dir(char *out, size_t len, const char *tag)
  *   toplock   the queue file data (a header line, then an append-only log);
  *             no guard.
  *
- * Helper files are `<lock>.<32 random hex digits>`, made and renamed or
+ * Temporary files are `<lock>.<32 random hex digits>`, made and renamed or
  * linked into place at once: none is ever left behind.
  *
  * Two facts lockcore does not state are observed once per program, before

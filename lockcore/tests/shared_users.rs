@@ -282,7 +282,7 @@ fn held_files_wrongly(scheme: Scheme, lock: &Path, share_gid: u32) -> Vec<String
 /// holder has released: no lock may remain, only the files that keep the
 /// lock's state between acquisitions (a guard, the lease, the queue, and
 /// the target a `flock` lock made), each the group's and exactly 0660. A
-/// directory left behind (a `mkdir` lock, or a helper) is an error, and so
+/// directory left behind (a `mkdir` lock, or a temporary one) is an error, and so
 /// is a symlink (a `symlink` lock) or a read-only record (a `lockfile` lock).
 fn files_left_wrongly(dir: &SharedDir, users: &TestUsers) -> Vec<String> {
     let mut problems = Vec::new();
@@ -398,7 +398,7 @@ fn files_planted_by_another_user_are_not_trusted() {
             outcome.ends_with(&format!("[owner uid {other}, mode 0666]")),
             "the message does not name the owner and mode: {outcome}\n{listing}"
         );
-        // Nothing else was made there: no lock, no helper, no guard. At
+        // Nothing else was made there: no lock, no temporary file, no guard. At
         // most the lock's own path as an empty file of lockcore-web's with
         // the spec's bits, which is what `flock` makes of a missing target
         // (as flock(1) does) before it turns to its guard.

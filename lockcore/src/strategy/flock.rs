@@ -63,7 +63,7 @@ impl Flock {
             let fd = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT) => {
-                    // Made with its bits under a helper name and linked into
+                    // Made with its bits under a random name and linked into
                     // place: created at its path, it would stand there with
                     // no bits until its fchmod, and another user of the lock
                     // opening it then would be refused.
