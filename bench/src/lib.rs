@@ -95,7 +95,7 @@ pub mod floor {
             "mkdir" => vec![("floor: mkdir+rmdir", |p| Box::new(mkdir_rmdir(p)))],
             "flock" => vec![("floor: flock lock+unlock", |p| Box::new(flock_on_open_fd(p)))],
             "symlink" => vec![("floor: symlink+unlink", |p| Box::new(symlink_unlink(p)))],
-            "lease" => vec![("floor: (flock, pread, pwrite, unlock) x2", |p| Box::new(flocked_rewrite_twice(p)))],
+            "lease" => vec![("floor: (OFD lock, pread, pwrite, unlock) x2", |p| Box::new(locked_rewrite_twice(p)))],
             _ => Vec::new(),
         }
     }
@@ -165,25 +165,35 @@ pub mod floor {
         }
     }
 
-    /// A record rewritten in place under a flock, once to take and once to
-    /// give back: (flock, pread, pwrite, unlock) x 2 on a descriptor kept open.
-    pub fn flocked_rewrite_twice(path: &Path) -> impl FnMut() {
+    /// A record rewritten in place under an open-file-description lock (as
+    /// `lease` locks its file), once to take and once to give back: (lock,
+    /// pread, pwrite, unlock) x 2 of a lease line, on a descriptor kept open.
+    pub fn locked_rewrite_twice(path: &Path) -> impl FnMut() {
+        const LINE: usize = lockcore::strategy::lease::LEASE_RECORD_LEN;
         let p = c_path(path);
         // SAFETY: NUL-terminated path; the descriptor is leaked for the
         // benchmark's lifetime on purpose (closed at process exit).
-        let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o644) };
+        let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o600) };
         assert!(fd >= 0);
-        let record = [b' '; 256];
-        let mut buf = [0u8; 256];
+        let record = [b' '; LINE];
+        let mut buf = [0u8; LINE];
+        let ofd = move |kind: libc::c_int| {
+            // SAFETY: an all-zero flock is a valid value; fields set below.
+            let mut range: libc::flock = unsafe { std::mem::zeroed() };
+            range.l_type = kind as libc::c_short;
+            range.l_whence = libc::SEEK_SET as libc::c_short;
+            // SAFETY: fd is open; `range` is a valid flock for the call.
+            assert_eq!(unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &range) }, 0);
+        };
         move || {
             for _ in 0..2 {
+                ofd(libc::F_WRLCK);
                 // SAFETY: fd is open; the buffers outlive the calls.
                 unsafe {
-                    assert_eq!(libc::flock(fd, libc::LOCK_EX), 0);
                     assert!(libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0);
                     assert_eq!(libc::pwrite(fd, record.as_ptr().cast(), record.len(), 0), record.len() as isize);
-                    assert_eq!(libc::flock(fd, libc::LOCK_UN), 0);
                 }
+                ofd(libc::F_UNLCK);
             }
         }
     }

@@ -1,8 +1,8 @@
 /*
- * api.c: the whole C API, for each strategy (lockfile, mkdir, flock, symlink,
- * lease, toplock). The calls the newer strategies brought (lock_commit,
- * lock_autorenew) and what only one strategy does are in strategies.c; the
- * watchdog's part in exit, fork and lock_close is here.
+ * api.c: the whole C API, for each scheme of lockcore's list (harness.h).
+ * The calls the newer strategies brought (lock_commit, lock_autorenew) and
+ * what only one strategy does are in strategies.c; the watchdog's part in
+ * exit, fork and lock_close is here.
  *
  * Usage: c_api [name-filter]   (runs the cases whose name contains the filter)
  *
@@ -39,8 +39,8 @@ static bool only_entries(const char *dir, const char *allowed[]) {
     return true;
 }
 
-/* After every lock is released: only the guard (lockfile, mkdir, symlink)
- * or the file that is the lock (flock, lease, toplock) may remain. */
+/* After every lock is released: only the guard and a lock path that stays
+ * (flock's target, the lease, the queue) may remain. */
 static bool no_litter(const struct strategy *s, const char *dir) {
     const char *allowed[3] = {NULL, NULL, NULL};
     size_t n = 0;
@@ -86,14 +86,19 @@ static bool basic_cycle(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_acquire(h, 1000, NULL), LOCK_OK);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
 
-    /* lock_close releases a lock still held */
-    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
-    lock_close(h);
+    /* lock_close releases a lock still held, and says so: LOCK_OK */
+    uint64_t last = 0;
+    CHECK_RC(lock_try_acquire(h, &last), LOCK_OK);
+    CHECK_RC(lock_close(h), LOCK_OK);
     lock_handle *other = NULL;
     OPEN(other, s, dir, NULL);
+    lock_info info;
+    CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+    CHECK_MSG(!info.held && info.last_fence == last, "after lock_close of a held lock: held %d, last_fence %" PRIu64,
+              (int)info.held, info.last_fence);
     CHECK_RC(lock_try_acquire(other, NULL), LOCK_OK);
     CHECK_RC(lock_release(other, 0), LOCK_OK);
-    lock_close(other);
+    CLOSE(other);
     return no_litter(s, dir);
 }
 
@@ -129,9 +134,9 @@ static bool fences_increase(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_acquire(c, 1000, &fence), LOCK_OK);
     CHECK_MSG(fence > last, "a new handle got fence %" PRIu64 " after %" PRIu64, fence, last);
     CHECK_RC(lock_release(c, 0), LOCK_OK);
-    lock_close(a);
-    lock_close(b);
-    lock_close(c);
+    CLOSE(a);
+    CLOSE(b);
+    CLOSE(c);
     return no_litter(s, dir);
 }
 
@@ -164,8 +169,8 @@ static bool acquire_timeout(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_acquire(b, 0, &fb), LOCK_OK);
     CHECK_MSG(fb > fa && fb != FENCE_SENTINEL, "fence %" PRIu64 " after %" PRIu64, fb, fa);
     CHECK_RC(lock_release(b, 0), LOCK_OK);
-    lock_close(a);
-    lock_close(b);
+    CLOSE(a);
+    CLOSE(b);
     return true;
 }
 
@@ -218,7 +223,7 @@ static bool prolong_outcomes(const struct strategy *s, const char *dir) {
     uint64_t probe = FENCE_SENTINEL;
     CHECK_RC(lock_try_acquire(other, &probe), LOCK_BUSY);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
 
     /* the spec's own TTL of 100 ms (LockFile::Simple's `hold`) */
     OPEN(h, s, dir, "hold=100ms");
@@ -226,7 +231,7 @@ static bool prolong_outcomes(const struct strategy *s, const char *dir) {
     sleep_ms(250);
     CHECK_RC(lock_prolong(h, 60000), LOCK_EXPIRED);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
 
     /* without any TTL, prolong(0) makes the lock never expire */
     OPEN(h, s, dir, NULL);
@@ -238,8 +243,8 @@ static bool prolong_outcomes(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_inspect(other, &info), LOCK_OK);
     CHECK_MSG(info.expires_unix_ms == 0, "prolong(0) without a spec ttl left expiry %" PRId64, info.expires_unix_ms);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return no_litter(s, dir);
 }
 
@@ -262,9 +267,9 @@ static bool release_outcomes(const struct strategy *s, const char *dir) {
     uint64_t fence = 0;
     CHECK_RC(lock_try_acquire(other, &fence), LOCK_OK); /* LOCK_EXPIRED did release it */
     CHECK_RC(lock_release(other, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(brief);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(brief);
+    CLOSE(other);
     return no_litter(s, dir);
 }
 
@@ -287,8 +292,8 @@ static bool lost_lock(const struct strategy *s, const char *dir) {
         CHECK_RC(lock_release(a, 0), LOCK_EXPIRED);
         CHECK_RC(lock_try_acquire(b, &fb), LOCK_OK);
         CHECK_RC(lock_release(b, 0), LOCK_OK);
-        lock_close(a);
-        lock_close(b);
+        CLOSE(a);
+        CLOSE(b);
         return true;
     }
     CHECK_RC(lock_try_acquire(b, &fb), LOCK_OK); /* breaks A's expired lock */
@@ -313,8 +318,8 @@ static bool lost_lock(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_inspect(b, &info), LOCK_OK);
     CHECK_MSG(info.held_by_this_handle && info.fence == fb, "A's lost prolong disturbed B's lock");
     CHECK_RC(lock_release(b, 0), LOCK_OK);
-    lock_close(a);
-    lock_close(b);
+    CLOSE(a);
+    CLOSE(b);
     return no_litter(s, dir);
 }
 
@@ -332,7 +337,8 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_inspect(other, &info), LOCK_OK);
     CHECK_MSG(!info.held && !info.held_by_this_handle && !info.stale && info.owner_liveness == LOCK_OWNER_UNKNOWN &&
                   info.owner_pid == 0 && info.owner_host[0] == '\0' && info.fence == 0 && info.last_fence == 0 &&
-                  info.expires_unix_ms == 0 && info.cooldown_until_unix_ms == 0 && info.queue_length == 0,
+                  info.expires_unix_ms == 0 && info.cooldown_until_unix_ms == 0 && info.queue_length == 0 &&
+                  info.since_unix_ms == 0,
               "a lock never taken is not reported free and empty");
 
     int64_t before = unix_ms();
@@ -360,6 +366,17 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
                   "view %d: fence %" PRIu64 ", last_fence %" PRIu64 ", acquired %" PRIu64, view, info.fence,
                   info.last_fence, fence);
         if (!expires_between(info.expires_unix_ms, before, after, 10000)) return false;
+        /* the milliseconds of the moment of taking, cut, not rounded.
+         * toplock's log keeps its times on the boot clock and names no
+         * moment of taking: unknown, 0 */
+        if (strcmp(s->name, "toplock") == 0) {
+            CHECK_MSG(info.since_unix_ms == 0, "view %d: toplock reports since_unix_ms %" PRId64, view,
+                      info.since_unix_ms);
+        } else {
+            CHECK_MSG(info.since_unix_ms >= before - 1 && info.since_unix_ms <= after,
+                      "view %d: since_unix_ms %" PRId64 " is not in [%" PRId64 ", %" PRId64 "]", view,
+                      info.since_unix_ms, before, after);
+        }
         CHECK_MSG(info.cooldown_until_unix_ms == 0, "view %d: a cooldown while held", view);
         /* toplock counts the queue, the holder included; the others have none */
         uint32_t queue = strcmp(s->name, "toplock") == 0 ? 1 : 0;
@@ -374,9 +391,10 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
     after = unix_ms();
     CHECK_RC(lock_inspect(other, &info), LOCK_OK);
     CHECK_MSG(!info.held && info.owner_pid == 0 && info.fence == 0 && info.last_fence == fence &&
-                  info.queue_length == 0,
-              "after release: held %d, owner_pid %d, fence %" PRIu64 ", last_fence %" PRIu64 ", queue_length %" PRIu32,
-              (int)info.held, (int)info.owner_pid, info.fence, info.last_fence, info.queue_length);
+                  info.queue_length == 0 && info.since_unix_ms == 0,
+              "after release: held %d, owner_pid %d, fence %" PRIu64 ", last_fence %" PRIu64 ", queue_length %" PRIu32
+              ", since_unix_ms %" PRId64,
+              (int)info.held, (int)info.owner_pid, info.fence, info.last_fence, info.queue_length, info.since_unix_ms);
     CHECK_MSG(info.cooldown_until_unix_ms >= before + 299 && info.cooldown_until_unix_ms <= after + 301,
               "cooldown_until_unix_ms %" PRId64 " is not 300 ms after [%" PRId64 ", %" PRId64 "]",
               info.cooldown_until_unix_ms, before, after);
@@ -394,8 +412,8 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
               "after the cooldown: held %d, by this %d, cooldown_until %" PRId64 ", expires %" PRId64,
               (int)info.held, (int)info.held_by_this_handle, info.cooldown_until_unix_ms, info.expires_unix_ms);
     CHECK_RC(lock_release(other, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return no_litter(s, dir);
 }
 
@@ -420,8 +438,8 @@ static bool break_lock(const struct strategy *s, const char *dir) {
         CHECK_MSG(was_held == false, "was_held written on LOCK_ERR_UNSUPPORTED");
         CHECK_RC(lock_try_acquire(b, NULL), LOCK_BUSY);
         CHECK_RC(lock_release(a, 0), LOCK_OK);
-        lock_close(a);
-        lock_close(b);
+        CLOSE(a);
+        CLOSE(b);
         return true;
     }
     was_held = true;
@@ -458,8 +476,8 @@ static bool break_lock(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_inspect(b, &info), LOCK_OK);
     CHECK_MSG(!info.held && info.cooldown_until_unix_ms == 0, "after the lost release: held %d, cooldown %" PRId64,
               (int)info.held, info.cooldown_until_unix_ms);
-    lock_close(a);
-    lock_close(b);
+    CLOSE(a);
+    CLOSE(b);
     return no_litter(s, dir);
 }
 
@@ -535,10 +553,10 @@ static bool warnings(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_acquire(waiter, 1000, NULL), LOCK_OK);
     CHECK_MSG(log.calls == calls, "a warning without any wait");
     CHECK_RC(lock_release(waiter, 0), LOCK_OK);
-    lock_close(holder);
-    lock_close(waiter);
-    lock_close(quiet);
-    lock_close(patient);
+    CLOSE(holder);
+    CLOSE(waiter);
+    CLOSE(quiet);
+    CLOSE(patient);
     return true;
 }
 
@@ -559,16 +577,33 @@ static bool path_of_lock(const struct strategy *s, const char *dir) {
     CHECK_MSG(len == strlen(expected), "len_out %zu for a path of %zu bytes", len, strlen(expected));
     CHECK_RC(lock_path(h, buf, sizeof buf, NULL), LOCK_OK);
 
+    /* too small: nothing written to the buffer, and, as with snprintf, the
+     * length needed (less the terminator) in *len_out */
     char tiny[4];
     memset(tiny, '#', sizeof tiny);
-    size_t tiny_len = 777;
-    CHECK_RC(lock_path(h, tiny, sizeof tiny, &tiny_len), LOCK_ERR_BUFFER_TOO_SMALL);
-    CHECK_MSG(memcmp(tiny, "####", 4) == 0 && tiny_len == 777, "outputs written on LOCK_ERR_BUFFER_TOO_SMALL");
+    size_t needed = 777;
+    CHECK_RC(lock_path(h, tiny, sizeof tiny, &needed), LOCK_ERR_BUFFER_TOO_SMALL);
+    CHECK_MSG(memcmp(tiny, "####", 4) == 0, "the buffer was written on LOCK_ERR_BUFFER_TOO_SMALL");
+    CHECK_MSG(needed == len, "len_out is %zu on LOCK_ERR_BUFFER_TOO_SMALL; the path needs %zu", needed, len);
     /* exactly the length: no room for the terminator */
     memset(buf, '#', sizeof buf);
-    CHECK_RC(lock_path(h, buf, len, &tiny_len), LOCK_ERR_BUFFER_TOO_SMALL);
+    needed = 777;
+    CHECK_RC(lock_path(h, buf, len, &needed), LOCK_ERR_BUFFER_TOO_SMALL);
     for (size_t i = 0; i < len + 1; i++) CHECK_MSG(buf[i] == '#', "byte %zu written on BUFFER_TOO_SMALL", i);
+    CHECK_MSG(needed == len, "len_out is %zu for a buffer one byte short; the path needs %zu", needed, len);
+    /* the usual two calls: ask with no buffer, then allocate what it said */
+    needed = 777;
+    CHECK_RC(lock_path(h, buf, 0, &needed), LOCK_ERR_BUFFER_TOO_SMALL);
+    CHECK_MSG(needed == len, "len_out is %zu for a zero-length buffer; the path needs %zu", needed, len);
     CHECK_RC(lock_path(h, buf, 0, NULL), LOCK_ERR_BUFFER_TOO_SMALL);
+    char *exact = malloc(needed + 1);
+    CHECK(exact != NULL);
+    size_t got = 0;
+    lock_result sized = lock_path(h, exact, needed + 1, &got);
+    bool same = sized == LOCK_OK && got == len && strcmp(exact, expected) == 0;
+    free(exact);
+    CHECK_MSG(same, "a buffer of the length asked for: %s, %zu bytes", rc_name(sized), got);
+    size_t tiny_len = 0;
     CHECK_RC(lock_path(h, buf, len + 1, &tiny_len), LOCK_OK);
     CHECK_MSG(buf[len] == '\0' && buf[len + 1] == '#' && tiny_len == len, "lock_path wrote past its terminator");
     CHECK(strcmp(buf, expected) == 0);
@@ -583,7 +618,7 @@ static bool path_of_lock(const struct strategy *s, const char *dir) {
     CHECK_MSG(kind_ok, "%s is not a %s", expected,
               s->lock_kind == 'd' ? "directory" : s->lock_kind == 'l' ? "symbolic link" : "regular file");
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
     return true;
 }
 
@@ -594,8 +629,9 @@ static bool test_lock_path(void) {
 /* The lockfile strategy's LockFile::Simple compatibility: lock file names
  * (ext, format), mode, and the first line `PID` or, with nfs=1, `PID:HOST`. */
 static bool lockfile_layout(const char *dir, const char *options, const char *lock_name, mode_t mode, bool nfs) {
+    SCHEME(s, "lockfile");
     lock_handle *h = NULL;
-    OPEN(h, &STRATEGIES[0], dir, options);
+    OPEN(h, s, dir, options);
     char lock[HARNESS_PATH_MAX], reported[HARNESS_PATH_MAX];
     path_join(lock, sizeof lock, dir, lock_name);
     CHECK_RC(lock_path(h, reported, sizeof reported, NULL), LOCK_OK);
@@ -609,28 +645,39 @@ static bool lockfile_layout(const char *dir, const char *options, const char *lo
     CHECK(read_file(lock, content, sizeof content) > 0);
     CHECK(gethostname(host, sizeof host - 1) == 0);
     if (nfs) {
-        format_into(first, sizeof first, "%ld:%s\nlockcore 1\n", (long)getpid(), host);
+        format_into(first, sizeof first, "%ld:%s\nlockcore 2 ", (long)getpid(), host);
     } else {
-        format_into(first, sizeof first, "%ld\nlockcore 1\n", (long)getpid());
+        format_into(first, sizeof first, "%ld\nlockcore 2 ", (long)getpid());
     }
     CHECK_MSG(strncmp(content, first, strlen(first)) == 0, "with %s the lock file starts \"%.40s\", expected \"%s\"",
               options, content, first);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
     CHECK_MSG(!path_exists(lock), "%s remains after release", lock);
-    lock_close(h);
+    CLOSE(h);
     return true;
 }
 
+/* The lock file is a read-only record: the read bits of `mode` (0600 by
+ * default: 0400), whatever the umask (022 here, 077 in a second round).
+ * `%p` in a format would give each process a lock file of its own, and a
+ * format or ext naming the target would make it its own lock: both are
+ * refused (errors.c, test_spec_bad_value). */
 static bool test_lockfile_names_mode_and_stamp(void) {
-    char dir[HARNESS_PATH_MAX], pid_name[64];
+    char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "layout"));
-    snprintf(pid_name, sizeof pid_name, "data.txt.%ld", (long)getpid());
-    return lockfile_layout(dir, NULL, "data.txt.lock", 0444, false) &&
-           lockfile_layout(dir, "nfs=1", "data.txt.lock", 0444, true) &&
-           lockfile_layout(dir, "ext=.lck", "data.txt.lck", 0444, false) &&
-           lockfile_layout(dir, "format=%25D/.%25F.lk", ".data.txt.lk", 0444, false) &&
-           lockfile_layout(dir, "format=%25f.%25p", pid_name, 0444, false) &&
-           lockfile_layout(dir, "mode=0640", "data.txt.lock", 0640, false);
+    bool ok = true;
+    for (int round = 0; round < 2 && ok; round++) {
+        mode_t old = umask(round == 0 ? 022 : 077);
+        ok = lockfile_layout(dir, NULL, "data.lock", 0400, false) &&
+             lockfile_layout(dir, "nfs=1", "data.lock", 0400, true) &&
+             lockfile_layout(dir, "ext=.lck", "data.lck", 0400, false) &&
+             lockfile_layout(dir, "format=%25D/.%25F.lk", ".data.lk", 0400, false) &&
+             lockfile_layout(dir, "mode=0640", "data.lock", 0440, false) &&
+             lockfile_layout(dir, "mode=0660", "data.lock", 0440, false) &&
+             lockfile_layout(dir, "mode=0666", "data.lock", 0444, false);
+        umask(old);
+    }
+    return ok;
 }
 
 /* A child that blocks until its parent writes to or closes `wait_fd`. */
@@ -651,9 +698,12 @@ static void child_idle(int wait_fd) {
 static bool test_foreign_locks(void) {
     char dir[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX], stamp[64];
     CHECK(make_temp_dir(dir, sizeof dir, "foreign"));
-    path_join(lock, sizeof lock, dir, "data.txt.lock");
+    SCHEME(lockfile, "lockfile");
+    SCHEME(mkdir_scheme, "mkdir");
+    SCHEME(symlink_scheme, "symlink");
+    path_join(lock, sizeof lock, dir, lockfile->lock_name);
     lock_handle *h = NULL;
-    OPEN(h, &STRATEGIES[0], dir, NULL);
+    OPEN(h, lockfile, dir, NULL);
 
     /* a live process's stamp excludes us */
     int idle[2];
@@ -693,26 +743,25 @@ static bool test_foreign_locks(void) {
     CHECK_MSG(info.owner_liveness == LOCK_OWNER_UNKNOWN && strcmp(info.owner_host, "other-host.example") == 0,
               "another host's stamp: liveness %d, host \"%s\"", (int)info.owner_liveness, info.owner_host);
     CHECK(unlink(lock) == 0);
-    lock_close(h);
+    CLOSE(h);
 
     /* a plain `mkdir` lock (seed 001) excludes the mkdir strategy */
     char lockdir[HARNESS_PATH_MAX];
-    path_join(lockdir, sizeof lockdir, dir, "lockdir");
+    path_join(lockdir, sizeof lockdir, dir, mkdir_scheme->lock_name);
     CHECK(mkdir(lockdir, 0755) == 0);
-    OPEN(h, &STRATEGIES[1], dir, NULL);
+    OPEN(h, mkdir_scheme, dir, NULL);
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_BUSY);
     CHECK_RC(lock_inspect(h, &info), LOCK_OK);
     CHECK_MSG(info.held && !info.stale, "an empty lock directory is not reported held");
     CHECK(rmdir(lockdir) == 0);
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
 
     /* an IPC::Lock::WithTTL link (seed 004: target "<name>.<pid>", mtime the
      * expiry) excludes the symlink strategy until its mtime has passed */
     char link_path[HARNESS_PATH_MAX], seen[256];
-    path_join(link_path, sizeof link_path, dir, STRATEGIES[3].lock_name);
-    CHECK(strcmp(STRATEGIES[3].name, "symlink") == 0);
+    path_join(link_path, sizeof link_path, dir, symlink_scheme->lock_name);
     snprintf(stamp, sizeof stamp, "ipc-lock-withttl.%ld", (long)getpid());
     CHECK(symlink(stamp, link_path) == 0);
     struct timespec times[2];
@@ -720,7 +769,7 @@ static bool test_foreign_locks(void) {
     times[0].tv_sec += 3600;
     times[1] = times[0];
     CHECK(utimensat(AT_FDCWD, link_path, times, AT_SYMLINK_NOFOLLOW) == 0);
-    OPEN(h, &STRATEGIES[3], dir, "ttl=10s");
+    OPEN(h, symlink_scheme, dir, "ttl=10s");
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_BUSY);
     CHECK_RC(lock_inspect(h, &info), LOCK_OK);
     CHECK_MSG(info.held && !info.stale && !info.held_by_this_handle && info.owner_pid == 0 && info.fence == 0,
@@ -738,11 +787,77 @@ static bool test_foreign_locks(void) {
     ssize_t n = readlink(link_path, seen, sizeof seen - 1);
     CHECK(n > 0);
     seen[n] = '\0';
-    CHECK_MSG(strncmp(seen, "lockcore1:", 10) == 0, "after taking it the link points to \"%s\"", seen);
+    CHECK_MSG(strncmp(seen, "lockcore 2 ", 11) == 0, "after taking it the link points to \"%s\"", seen);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
     CHECK_MSG(!path_exists(link_path), "the link remains after release");
-    lock_close(h);
+    CLOSE(h);
     return true;
+}
+
+/* A spec whose target is an existing data file, the mistake a CGI program
+ * makes when it names the file it protects: the file stays byte for byte
+ * as it was (same inode, size, mode and mtime), whatever the calls. lockfile
+ * keeps its lock in <target>.lock beside it, and flock locks the file
+ * itself as flock(1) does, opened read-only: both take the lock. Every other
+ * scheme keeps its lock at its target, finds there a file in no format of
+ * its own, and refuses it as not a lock, for acquire, inspect and break. An
+ * empty file is no lock either: the library never leaves one. */
+static bool data_file_kept(const struct strategy *s, const char *dir) {
+    static const char *contents[] = {"count=41\nname=board\n\xff\xfe binary too\n", ""};
+    char data[HARNESS_PATH_MAX];
+    path_join(data, sizeof data, dir, s->target);
+    bool takes = strcmp(s->lock_name, s->target) != 0 || strcmp(s->name, "flock") == 0;
+    for (size_t c = 0; c < sizeof contents / sizeof contents[0]; c++) {
+        size_t len = strlen(contents[c]);
+        CHECK(write_file(data, contents[c], len, 0644));
+        struct stat before;
+        CHECK(lstat(data, &before) == 0);
+        lock_handle *h = NULL, *other = NULL;
+        OPEN(h, s, dir, "ttl=10s");
+        OPEN(other, s, dir, NULL);
+        uint64_t fence = FENCE_SENTINEL;
+        lock_info info;
+        bool was_held = false;
+        if (takes) {
+            CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
+            CHECK_RC(lock_try_acquire(other, NULL), LOCK_BUSY);
+            CHECK_RC(lock_inspect(other, &info), LOCK_OK);
+            CHECK_MSG(info.held && info.fence == fence, "inspect: held %d, fence %" PRIu64, (int)info.held,
+                      info.fence);
+            CHECK_RC(lock_prolong(h, 20000), LOCK_OK);
+            CHECK_RC(lock_release(h, 1), LOCK_OK);
+            CHECK_RC(lock_acquire(other, 5000, NULL), LOCK_OK);
+            CHECK_RC(lock_close(other), LOCK_OK); /* releases it */
+        } else {
+            CHECK_RC(lock_try_acquire(h, &fence), LOCK_ERR_NOT_A_LOCK);
+            CHECK_RC(lock_acquire(h, 5000, &fence), LOCK_ERR_NOT_A_LOCK);
+            CHECK_MSG(fence == FENCE_SENTINEL, "fence_out written on LOCK_ERR_NOT_A_LOCK");
+            CHECK_RC(lock_inspect(other, &info), LOCK_ERR_NOT_A_LOCK);
+            CHECK_RC(lock_break(other, &was_held), LOCK_ERR_NOT_A_LOCK);
+            CLOSE(other);
+        }
+        CLOSE(h);
+        struct stat after;
+        static char now[256];
+        CHECK(lstat(data, &after) == 0);
+        ssize_t now_len = read_file(data, now, sizeof now);
+        CHECK_MSG(now_len == (ssize_t)len && memcmp(now, contents[c], len) == 0,
+                  "the data file now holds \"%.60s\" (%zd bytes)", now, now_len);
+        CHECK_MSG(S_ISREG(after.st_mode) && after.st_ino == before.st_ino && after.st_mode == before.st_mode &&
+                      after.st_size == before.st_size && after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+                      after.st_mtim.tv_nsec == before.st_mtim.tv_nsec,
+                  "the data file was replaced, touched or its mode changed (mode %04o, was %04o)",
+                  (unsigned)(after.st_mode & 07777), (unsigned)(before.st_mode & 07777));
+        /* what the lock left beside it: its guard (made before the lock
+         * path is looked at) and nothing else */
+        const char *allowed[] = {s->target, s->guard_name, NULL};
+        if (!only_entries(dir, allowed)) return false;
+    }
+    return true;
+}
+
+static bool test_data_file_kept(void) {
+    return for_each_strategy(data_file_kept);
 }
 
 /* A path longer than PATH_MAX, for lock_commit. */
@@ -795,14 +910,25 @@ static bool fork_keeps_parent_lock(const struct strategy *s, const char *dir) {
     uint64_t fence = 0;
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
     for (int variant = 0; variant < 2; variant++) {
+        int errors[2];
+        CHECK(pipe(errors) == 0);
         pid_t pid = fork_child();
         CHECK(pid >= 0);
         if (pid == 0) {
             /* variant 0 closes the inherited handle; variant 1 leaves it to
-             * exit(), whose autoclean must not release the parent's lock */
+             * exit(), whose autoclean must not release the parent's lock,
+             * nor complain that it could not: it is not the child's */
+            close(errors[0]);
+            if (dup2(errors[1], STDERR_FILENO) < 0) _exit(1);
             child_exit_normally(forked_handle_child(h, variant == 0));
         }
+        close(errors[1]);
         CHECK_CHILD_OK(pid);
+        char said[512];
+        ssize_t n = read(errors[0], said, sizeof said - 1);
+        close(errors[0]);
+        said[n > 0 ? n : 0] = '\0';
+        CHECK_MSG(n == 0, "the child (variant %d) wrote to stderr: \"%s\"", variant, said);
         uint64_t probe = FENCE_SENTINEL;
         CHECK_RC(lock_try_acquire(other, &probe), LOCK_BUSY);
         lock_info info;
@@ -816,8 +942,8 @@ static bool fork_keeps_parent_lock(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_release(h, 0), LOCK_OK);
     CHECK_RC(lock_try_acquire(other, NULL), LOCK_OK);
     CHECK_RC(lock_release(other, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -839,7 +965,7 @@ static bool child_acquires(lock_handle *h, int report_fd, int go_fd) {
     char go;
     CHECK(read_exact(go_fd, &go, 1));
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
     return true;
 }
 
@@ -883,8 +1009,8 @@ static bool fork_child_own_lock(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
     CHECK_MSG(fence > child_fence, "fence %" PRIu64 " after the child's %" PRIu64, fence, child_fence);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -915,7 +1041,7 @@ static bool autoclean(const struct strategy *s, const char *dir) {
               (int)info.held, (int)info.owner_pid, info.last_fence);
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
     return no_litter(s, dir);
 }
 
@@ -947,14 +1073,16 @@ static bool in_child_with_deadline(bool (*body)(void *), void *arg, unsigned sec
 /* After a child: the mkdir lock in `dir` (and with `also_lockfile`, the
  * lockfile lock beside it) was taken and is free again. */
 static bool left_free(const char *dir, bool also_lockfile) {
-    for (size_t i = also_lockfile ? 0 : 1; i < 2; i++) {
+    const char *names[] = {"mkdir", "lockfile"};
+    for (size_t i = 0; i < (also_lockfile ? 2u : 1u); i++) {
+        SCHEME(s, names[i]);
         lock_handle *h = NULL;
-        OPEN(h, &STRATEGIES[i], dir, NULL);
+        OPEN(h, s, dir, NULL);
         lock_info info;
         CHECK_RC(lock_inspect(h, &info), LOCK_OK);
-        lock_close(h);
+        CLOSE(h);
         CHECK_MSG(!info.held && info.last_fence > 0, "%s lock after the child: held %d (pid %d), last_fence %" PRIu64,
-                  STRATEGIES[i].name, (int)info.held, (int)info.owner_pid, info.last_fence);
+                  s->name, (int)info.held, (int)info.owner_pid, info.last_fence);
     }
     return true;
 }
@@ -969,16 +1097,18 @@ static void release_at_exit(void) {
     lock_result released = lock_release(released_at_exit, 0);
     char message[64];
     lock_last_error_message(message, sizeof message);
-    lock_close(released_at_exit);
-    if (released != LOCK_OK) {
-        printf("    child %ld: lock_release in an atexit handler returned %s\n", (long)getpid(), rc_name(released));
+    lock_result closed = lock_close(released_at_exit);
+    if (released != LOCK_OK || closed != LOCK_OK) {
+        printf("    child %ld: in an atexit handler lock_release returned %s, lock_close %s\n", (long)getpid(),
+               rc_name(released), rc_name(closed));
         fflush(stdout);
         _exit(1);
     }
 }
 
 static bool acquire_and_release_at_exit(void *dir) {
-    OPEN(released_at_exit, &STRATEGIES[1], (const char *)dir, "ttl=1h&stale=none");
+    SCHEME(s, "mkdir");
+    OPEN(released_at_exit, s, (const char *)dir, "ttl=1h&stale=none");
     CHECK_RC(lock_try_acquire(released_at_exit, NULL), LOCK_OK);
     CHECK(atexit(release_at_exit) == 0);
     return true;
@@ -1012,10 +1142,12 @@ static void release_other_on_lost(void *context) {
 static struct release_on_lost lost_while_leaving;
 
 static bool lose_renewed_lock_then_leave(const char *dir, bool by_exit) {
+    SCHEME(mkdir_scheme, "mkdir");
+    SCHEME(lockfile, "lockfile");
     lock_handle *renewed = NULL, *breaker = NULL, *other = NULL;
-    OPEN(renewed, &STRATEGIES[1], dir, "ttl=300ms");
-    OPEN(breaker, &STRATEGIES[1], dir, NULL);
-    OPEN(other, &STRATEGIES[0], dir, NULL);
+    OPEN(renewed, mkdir_scheme, dir, "ttl=300ms");
+    OPEN(breaker, mkdir_scheme, dir, NULL);
+    OPEN(other, lockfile, dir, NULL);
     int entered[2];
     CHECK(pipe(entered) == 0);
     lost_while_leaving.other = other;
@@ -1025,12 +1157,14 @@ static bool lose_renewed_lock_then_leave(const char *dir, bool by_exit) {
     CHECK_RC(lock_autorenew(renewed, release_other_on_lost, &lost_while_leaving), LOCK_OK);
     bool was_held = false;
     CHECK_RC(lock_break(breaker, &was_held), LOCK_OK);
-    lock_close(breaker);
+    CLOSE(breaker);
     char byte;
     CHECK(read_exact(entered[0], &byte, 1)); /* the callback has started */
     if (by_exit) return true;                /* exit(), with both holding handles open */
-    lock_close(renewed);
-    lock_close(other);
+    /* the handle still has the acquisition the breaker took away: its
+     * release finds it lost, and lock_close says so */
+    CHECK_RC(lock_close(renewed), LOCK_LOST);
+    CLOSE(other);
     return true;
 }
 
@@ -1073,9 +1207,10 @@ static void stop_own_watchdog(void *context) {
 static bool test_lost_callback_stops_own_watchdog(void) {
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "stop-own"));
+    SCHEME(s, "mkdir");
     lock_handle *h = NULL, *breaker = NULL;
-    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
-    OPEN(breaker, &STRATEGIES[1], dir, NULL);
+    OPEN(h, s, dir, "ttl=300ms");
+    OPEN(breaker, s, dir, NULL);
     int done[2];
     CHECK(pipe(done) == 0);
     struct stop_on_lost how = {h, -1, done[1]};
@@ -1089,8 +1224,8 @@ static bool test_lost_callback_stops_own_watchdog(void) {
     CHECK_MSG(stopped == LOCK_OK, "lock_autorenew_stop from the lost callback returned %d %s", stopped,
               rc_name(stopped));
     CHECK_RC(lock_release(h, 0), LOCK_LOST);
-    lock_close(h);
-    lock_close(breaker);
+    CLOSE(h);
+    CLOSE(breaker);
     close(done[0]);
     close(done[1]);
     return true;
@@ -1104,13 +1239,14 @@ static bool test_lost_callback_stops_own_watchdog(void) {
 struct close_on_lost {
     lock_handle *h;
     int released; /* written by the watchdog's thread */
+    int closed;
     int done_w;
 };
 
 static void release_and_close_own_handle(void *context) {
     struct close_on_lost *how = context;
     __atomic_store_n(&how->released, (int)lock_release(how->h, 0), __ATOMIC_SEQ_CST);
-    lock_close(how->h);
+    __atomic_store_n(&how->closed, (int)lock_close(how->h), __ATOMIC_SEQ_CST);
     char byte = 'C';
     if (write(how->done_w, &byte, 1) != 1) return;
 }
@@ -1118,12 +1254,13 @@ static void release_and_close_own_handle(void *context) {
 static bool test_lost_callback_closes_own_handle(void) {
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "close-own"));
+    SCHEME(s, "mkdir");
     lock_handle *h = NULL, *breaker = NULL;
-    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
-    OPEN(breaker, &STRATEGIES[1], dir, NULL);
+    OPEN(h, s, dir, "ttl=300ms");
+    OPEN(breaker, s, dir, NULL);
     int done[2];
     CHECK(pipe(done) == 0);
-    struct close_on_lost how = {h, -1, done[1]};
+    struct close_on_lost how = {h, -1, -1, done[1]};
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     CHECK_RC(lock_autorenew(h, release_and_close_own_handle, &how), LOCK_OK);
     bool was_held = false;
@@ -1133,10 +1270,13 @@ static bool test_lost_callback_closes_own_handle(void) {
     int released = __atomic_load_n(&how.released, __ATOMIC_SEQ_CST);
     CHECK_MSG(released == LOCK_LOST, "lock_release from the lost callback returned %d %s", released,
               rc_name(released));
+    int closed = __atomic_load_n(&how.closed, __ATOMIC_SEQ_CST);
+    CHECK_MSG(closed == LOCK_OK, "lock_close from the lost callback, holding nothing, returned %d %s", closed,
+              rc_name(closed));
     uint64_t fence = 0;
     CHECK_RC(lock_try_acquire(breaker, &fence), LOCK_OK);
     CHECK_RC(lock_release(breaker, 0), LOCK_OK);
-    lock_close(breaker);
+    CLOSE(breaker);
     close(done[0]);
     close(done[1]);
     return true;
@@ -1154,13 +1294,14 @@ struct renewed_at_fork {
 
 static bool child_closes_renewed_handle(void *arg) {
     const struct renewed_at_fork *at_fork = arg;
+    SCHEME(s, "lockfile");
     lock_handle *own = NULL;
-    OPEN(own, &STRATEGIES[0], at_fork->dir, "ttl=300ms");
+    OPEN(own, s, at_fork->dir, "ttl=300ms");
     CHECK_RC(lock_try_acquire(own, NULL), LOCK_OK);
     CHECK_RC(lock_autorenew(own, NULL, NULL), LOCK_OK);
-    lock_close(at_fork->inherited);
+    CLOSE(at_fork->inherited);
     CHECK_RC(lock_release(own, 0), LOCK_OK);
-    lock_close(own);
+    CLOSE(own);
     return true;
 }
 
@@ -1171,8 +1312,9 @@ static bool test_fork_child_closes_renewed_handle(void) {
     }
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "fork-renewed"));
+    SCHEME(s, "mkdir");
     lock_handle *h = NULL;
-    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
+    OPEN(h, s, dir, "ttl=300ms");
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
     struct renewed_at_fork at_fork = {h, dir};
@@ -1221,7 +1363,7 @@ static void *acquire_release_until_stopped(void *arg) {
 }
 
 static bool close_in_child(void *h) {
-    lock_close(h);
+    CLOSE(h);
     return true;
 }
 
@@ -1232,9 +1374,11 @@ static bool test_fork_while_another_thread_calls(void) {
     }
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "fork-churn"));
+    SCHEME(flock_scheme, "flock");
+    SCHEME(mkdir_scheme, "mkdir");
     lock_handle *churned = NULL, *closed = NULL;
-    OPEN(churned, &STRATEGIES[2], dir, NULL);
-    OPEN(closed, &STRATEGIES[1], dir, NULL);
+    OPEN(churned, flock_scheme, dir, NULL);
+    OPEN(closed, mkdir_scheme, dir, NULL);
     struct churn churn = {churned, 0, 0, LOCK_OK};
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, acquire_release_until_stopped, &churn) == 0);
@@ -1246,8 +1390,8 @@ static bool test_fork_while_another_thread_calls(void) {
     }
     __atomic_store_n(&churn.stop, 1, __ATOMIC_SEQ_CST);
     CHECK(pthread_join(thread, NULL) == 0);
-    lock_close(churned);
-    lock_close(closed);
+    CLOSE(churned);
+    CLOSE(closed);
     CHECK_MSG(children_ok, "child %d of %d failed", forked, FORKS_WHILE_CHURNING);
     CHECK_RC((lock_result)churn.failure, LOCK_OK);
     CHECK_MSG(churn.cycles > 0, "the other thread never acquired while the children were forked");
@@ -1330,7 +1474,7 @@ static bool killed_holder(const struct strategy *s, const char *dir) {
             CHECK_MSG(fence > child_fence, "fence %" PRIu64 " after the dead holder's %" PRIu64, fence, child_fence);
             CHECK_RC(lock_release(h, 0), LOCK_OK);
         }
-        lock_close(h);
+        CLOSE(h);
     }
     return no_litter(s, dir);
 }
@@ -1353,6 +1497,7 @@ static const struct test_case CASES[] = {
     {"test_lock_path", test_lock_path},
     {"test_lockfile_names_mode_and_stamp", test_lockfile_names_mode_and_stamp},
     {"test_foreign_locks", test_foreign_locks},
+    {"test_data_file_kept", test_data_file_kept},
     {"test_fork_child_cannot_release", test_fork_child_cannot_release},
     {"test_fork_child_acquires_its_own", test_fork_child_acquires_its_own},
     {"test_autoclean_at_exit", test_autoclean_at_exit},

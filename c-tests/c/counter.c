@@ -3,8 +3,8 @@
  *
  * Usage: c_counter [strategy|all] [processes] [cycles]
  *   or set LOCKFFI_COUNTER_PROCESSES / LOCKFFI_COUNTER_CYCLES (arguments win).
- * Default: every strategy (lockfile, mkdir, flock, symlink, lease, toplock),
- * 16 processes x 200 cycles.
+ * Default: every strategy of lockcore's list (lockcore::Scheme::ALL, through
+ * harness.h), 16 processes x 200 cycles.
  *
  * For each strategy, forks the processes; each opens its own handle and does
  * `cycles` times: lock_acquire (60 s budget), open the counter file, read the
@@ -173,7 +173,9 @@ int main(int argc, char **argv) {
                   : env_cycles != NULL ? positive(env_cycles, "LOCKFFI_COUNTER_CYCLES")
                                        : 200;
     if (strcmp(only, "all") != 0 && strategy_named(only) == NULL) {
-        fprintf(stderr, "usage: %s [lockfile|mkdir|flock|symlink|lease|toplock|all] [processes] [cycles]\n", argv[0]);
+        fprintf(stderr, "usage: %s [", argv[0]);
+        for (size_t i = 0; i < STRATEGY_COUNT; i++) fprintf(stderr, "%s|", STRATEGIES[i].name);
+        fprintf(stderr, "all] [processes] [cycles]\n");
         return 2;
     }
     umask(022);

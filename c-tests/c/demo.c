@@ -3,13 +3,16 @@
  *
  * Usage: lockdemo [processes] [cycles] [directory]
  *
- * For each strategy, forks `processes` children (default 8); each takes the
+ * The strategies are every scheme of lockcore's own list (`Scheme::ALL`,
+ * written into lockcore_schemes.h by build.rs), so a new one shows here
+ * without a change. For each, forks `processes` children (default 8); each takes the
  * lock `cycles` times (default 200), and inside it reads a counter file, adds
  * one and writes it back: the read-modify-write a CGI program does on its
  * data file. A counter in shared memory catches two processes inside at once.
  * The final count must equal processes x cycles, with no overlap.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lockcore_schemes.h"
 #include "lockffi.h"
+
+#define DEMO_SCHEME(name, target, lock, guard, breaks_stale_locks) name,
+static const char *const SCHEMES[] = {LOCKCORE_SCHEMES(DEMO_SCHEME)};
+#undef DEMO_SCHEME
+#define SCHEME_COUNT (sizeof SCHEMES / sizeof SCHEMES[0])
 
 struct shared {
     int inside;      /* processes in the critical section right now */
@@ -74,12 +83,18 @@ static int contend(const char *spec, const char *counter, int cycles, struct sha
         __atomic_sub_fetch(&shared->inside, 1, __ATOMIC_SEQ_CST);
         rc = lock_release(lock, 0);
         if (rc != LOCK_OK) {
-            fprintf(stderr, "lock_release(%s): %s\n", spec, lock_strerror(rc));
+            char why[256];
+            lock_last_error_message(why, sizeof why);
+            fprintf(stderr, "lock_release(%s): %s (%s)\n", spec, lock_strerror(rc), why);
             lock_close(lock);
             return 1;
         }
     }
-    lock_close(lock);
+    rc = lock_close(lock);
+    if (rc != LOCK_OK) {
+        fprintf(stderr, "lock_close(%s): %s\n", spec, lock_strerror(rc));
+        return 1;
+    }
     return 0;
 }
 
@@ -109,18 +124,20 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    const char *schemes[] = {"lockfile", "mkdir", "flock", "symlink", "lease"};
-    const char *targets[] = {"data.txt", "data.lockdir", "data.flock", "data.symlink", "data.lease"};
     int failures = 0;
 
     printf("lock library %s: %d processes x %d read-increment-write cycles, in %s\n\n", lock_version(),
            processes, cycles, dir);
     printf("| strategy | count    | expected | overlaps | seconds | acquisitions/s |\n");
     printf("|----------|----------|----------|----------|---------|----------------|\n");
-    for (size_t s = 0; s < sizeof schemes / sizeof schemes[0]; s++) {
-        char spec[1024], counter[1024];
-        snprintf(spec, sizeof spec, "%s:%s/%s", schemes[s], dir, targets[s]);
-        snprintf(counter, sizeof counter, "%s/counter-%s.txt", dir, schemes[s]);
+    for (size_t s = 0; s < SCHEME_COUNT; s++) {
+        /* the counter file is the target: the file a CGI program protects
+         * (lockfile keeps its lock beside it, flock locks it itself); the
+         * other schemes' locks are paths of their own beside it */
+        char spec[1100], counter[1024];
+        snprintf(counter, sizeof counter, "%s/counter-%s.txt", dir, SCHEMES[s]);
+        bool beside = strcmp(SCHEMES[s], "lockfile") == 0 || strcmp(SCHEMES[s], "flock") == 0;
+        snprintf(spec, sizeof spec, "%s:%s%s", SCHEMES[s], counter, beside ? "" : ".lock");
         write_counter(counter, 0);
         shared->inside = 0;
         shared->overlaps = 0;
@@ -142,7 +159,7 @@ int main(int argc, char **argv) {
 
         long count = read_counter(counter);
         long expected = (long)processes * cycles;
-        printf("| %-8s | %8ld | %8ld | %8d | %7.2f | %14.0f |\n", schemes[s], count, expected, shared->overlaps,
+        printf("| %-8s | %8ld | %8ld | %8d | %7.2f | %14.0f |\n", SCHEMES[s], count, expected, shared->overlaps,
                seconds, (double)expected / seconds);
         if (count != expected || shared->overlaps != 0 || child_failures != 0) failures++;
     }

@@ -106,6 +106,8 @@ HARNESS_UNUSED static const char *rc_name(int code) {
     case LOCK_ERR_CORRUPT_GUARD: return "LOCK_ERR_CORRUPT_GUARD";
     case LOCK_ERR_SYSTEM: return "LOCK_ERR_SYSTEM";
     case LOCK_ERR_COMMIT: return "LOCK_ERR_COMMIT";
+    case LOCK_ERR_NOT_A_DIRECTORY: return "LOCK_ERR_NOT_A_DIRECTORY";
+    case LOCK_ERR_UNTRUSTED: return "LOCK_ERR_UNTRUSTED";
     case LOCK_ERR_PANIC: return "LOCK_ERR_PANIC";
     default: return "(unknown code)";
     }
@@ -141,6 +143,8 @@ HARNESS_UNUSED static const lock_result ALL_CODES[] = {
     LOCK_ERR_CORRUPT_GUARD,
     LOCK_ERR_SYSTEM,
     LOCK_ERR_COMMIT,
+    LOCK_ERR_NOT_A_DIRECTORY,
+    LOCK_ERR_UNTRUSTED,
     LOCK_ERR_PANIC,
 };
 #define ALL_CODES_COUNT (sizeof ALL_CODES / sizeof ALL_CODES[0])
@@ -353,52 +357,67 @@ HARNESS_UNUSED static bool make_temp_dir(char *out, size_t len, const char *tag)
 /* Strategies and specs                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* What each strategy keeps where, so that a case can check its own files.
+/* The schemes come from lockcore's own list (`Scheme::ALL`): build.rs
+ * writes lockcore_schemes.h with each scheme's name and the files lockcore
+ * names for a target `data` (`Lock::path`, `Lock::guard_path`), and whether
+ * its locks can go stale and be broken (`Scheme::breaks_stale_locks`). A
+ * scheme added to lockcore is run by every per-scheme case with no change
+ * here. Today:
  *
- *   lockfile  data.txt.lock (a file holding the owner record), beside it the
- *             guard data.txt.lock.guard (fence, cooldown); built as .tmp.
- *   mkdir     lockdir/ (a directory holding the owner record), guard
- *             lockdir.guard; built as lockdir.new.
- *   flock     the kernel lock on `lockfile`, which keeps fence, cooldown and
- *             record itself; never broken, its TTL is advisory.
- *   symlink   a symbolic link whose target is the owner record and whose own
- *             mtime is the expiry; guard <lock>.guard; built as <lock>.tmp.
- *             A link at that path that is not ours is a foreign lock, judged
- *             by its mtime.
- *   lease     one lease file holding owner, expiry and fence (or "free, not
- *             before"), read and rewritten under a short flock of itself; no
- *             guard, no temporary path; the file stays.
- *   toplock   an append-only queue file (requests, grants, releases); fence
- *             and cooldown are replayed from it; no guard; the file stays.
- *             It is compacted through <lock>.compact once it grows past 8 KiB.
+ *   lockfile  lock file data.lock (the target is the protected file, never
+ *             touched), guard data.lock.guard (fence, cooldown).
+ *   mkdir     lock directory data/ holding only the record `owner`; guard
+ *             data.guard.
+ *   flock     flock(2) on data itself (opened read-only, made empty if
+ *             missing); fence, cooldown and the holder's record in
+ *             data.guard. Never stale, never broken: its TTL is advisory.
+ *   symlink   the link data, whose target is the owner record and whose own
+ *             mtime is the expiry; guard data.guard.
+ *   lease     the lease file data (one fixed-size line); no guard.
+ *   toplock   the queue file data (a header line, then an append-only log);
+ *             no guard.
+ *
+ * Temporary files are `<lock>.<32 random hex digits>`, made and renamed or
+ * linked into place at once: none is ever left behind.
+ *
+ * Two facts lockcore does not state are observed once per program, before
+ * the first case (harness_probe_schemes): what stands at the lock path while
+ * the lock is held (a file, a directory or a symlink), and whether it stays
+ * after release (flock's target, the lease and the queue do). The cases then
+ * check every lock against that shape.
  */
 struct strategy {
-    const char *name;         /* the spec's scheme */
-    const char *target;       /* the spec's target, relative to the case directory */
-    const char *lock_name;    /* the path that is the lock (lock_path) */
-    const char *guard_name;   /* the guard file <lock>.guard, or NULL: the lock file keeps that state itself */
-    const char *staging_name; /* where a lock is built before it is moved into place, or NULL */
-    char lock_kind;           /* what is at lock_name while held: 'f' file, 'd' directory, 'l' symlink */
-    bool lock_file_stays;     /* the lock path remains after release (flock, lease, toplock) */
-    bool ttl_is_advisory;     /* flock: a live holder's lock is never taken, TTL or not, nor broken */
+    const char *name;       /* the spec's scheme */
+    const char *target;     /* the spec's target, relative to the case directory */
+    const char *lock_name;  /* the path that is the lock (lock_path) */
+    const char *guard_name; /* the guard <lock>.guard, or NULL: the lock file keeps that state itself */
+    bool ttl_is_advisory;   /* !Scheme::breaks_stale_locks (flock): a live holder's lock is never taken or broken */
+    /* observed by harness_probe_schemes() */
+    char lock_kind;       /* what is at lock_name while held: 'f' file, 'd' directory, 'l' symlink */
+    bool lock_file_stays; /* the lock path remains after release */
 };
 
-HARNESS_UNUSED static const struct strategy STRATEGIES[] = {
-    {"lockfile", "data.txt", "data.txt.lock", "data.txt.lock.guard", "data.txt.lock.tmp", 'f', false, false},
-    {"mkdir", "lockdir", "lockdir", "lockdir.guard", "lockdir.new", 'd', false, false},
-    {"flock", "lockfile", "lockfile", NULL, NULL, 'f', true, true},
-    {"symlink", "resource.lk", "resource.lk", "resource.lk.guard", "resource.lk.tmp", 'l', false, false},
-    {"lease", "lease.db", "lease.db", NULL, NULL, 'f', true, false},
-    {"toplock", "queue.log", "queue.log", NULL, NULL, 'f', true, false},
-};
+#include "lockcore_schemes.h"
+
+#define HARNESS_SCHEME(name, target, lock, guard, breaks_stale_locks)                                                  \
+    {name, target, lock, guard, !(breaks_stale_locks), 0, false},
+HARNESS_UNUSED static struct strategy STRATEGIES[] = {LOCKCORE_SCHEMES(HARNESS_SCHEME)};
+#undef HARNESS_SCHEME
 #define STRATEGY_COUNT (sizeof STRATEGIES / sizeof STRATEGIES[0])
 
+/* The scheme called `name`, or NULL. The cases about what one scheme alone
+ * does find it by name; they fail (CHECK) if it is gone. */
 HARNESS_UNUSED static const struct strategy *strategy_named(const char *name) {
     for (size_t i = 0; i < STRATEGY_COUNT; i++) {
         if (strcmp(STRATEGIES[i].name, name) == 0) return &STRATEGIES[i];
     }
     return NULL;
 }
+
+/* Finds a scheme by name for a case, or fails it. */
+#define SCHEME(var, name_text)                                                                                         \
+    const struct strategy *var = strategy_named(name_text);                                                            \
+    CHECK_MSG(var != NULL, "lockcore has no scheme \"%s\"", name_text)
 
 /* `scheme:<dir>/<target>` and, if `options` is not NULL or empty, `?options`. */
 HARNESS_UNUSED static void make_spec(char *out, size_t len, const struct strategy *s, const char *dir,
@@ -418,6 +437,10 @@ HARNESS_UNUSED static lock_result open_lock(const struct strategy *s, const char
 
 /* Opens a handle or fails the case. */
 #define OPEN(handle, s, dir, options) CHECK_RC(open_lock((s), (dir), (options), &(handle)), LOCK_OK)
+
+/* Closes a handle and fails the case unless lock_close answers LOCK_OK:
+ * nothing was held, or the release it made went through in time. */
+#define CLOSE(handle) CHECK_RC(lock_close(handle), LOCK_OK)
 
 /* A per-strategy case that does not apply to one strategy says why with
  * SKIP_STRATEGY(s, reason...) and returns; the line is printed at once, and
@@ -463,6 +486,37 @@ HARNESS_UNUSED static bool for_each_strategy(strategy_body body) {
     harness_context = NULL;
     if (ok && ran == 0) snprintf(harness_skip_reason, sizeof harness_skip_reason, "skipped for every strategy");
     return ok;
+}
+
+/* Observes, for each scheme, what stands at its lock path while held and
+ * whether it stays after release, in a directory of its own. False (with
+ * the reason in harness_why) if a scheme cannot be locked at all. */
+HARNESS_UNUSED static bool harness_probe_scheme(struct strategy *s) {
+    char dir[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX];
+    CHECK_MSG(make_temp_dir(dir, sizeof dir, "probe"), "cannot make a directory: %s", strerror(errno));
+    path_join(lock, sizeof lock, dir, s->lock_name);
+    lock_handle *h = NULL;
+    OPEN(h, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    struct stat st;
+    bool present = lstat(lock, &st) == 0;
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_RC(lock_close(h), LOCK_OK);
+    CHECK_MSG(present, "%s does not exist while the lock is held", lock);
+    s->lock_kind = S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : S_ISREG(st.st_mode) ? 'f' : '?';
+    CHECK_MSG(s->lock_kind != '?', "%s is neither a file, a directory nor a symlink while held", lock);
+    s->lock_file_stays = path_exists(lock);
+    remove_tree(dir);
+    return true;
+}
+
+HARNESS_UNUSED static bool harness_probe_schemes(void) {
+    for (size_t i = 0; i < STRATEGY_COUNT; i++) {
+        harness_context = STRATEGIES[i].name;
+        if (!harness_probe_scheme(&STRATEGIES[i])) return false;
+    }
+    harness_context = NULL;
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -607,6 +661,10 @@ HARNESS_UNUSED static int run_tests(const char *program, const struct test_case 
         return 1;
     }
     printf("lock library %s, C test program %s, in %s\n", lock_version(), program, harness_root);
+    if (!harness_probe_schemes()) {
+        printf("FAILED %s: the schemes could not be probed: %s\n", program, harness_why);
+        return 1;
+    }
     harness_install_watchdog();
     int passed = 0, failed = 0, skipped = 0;
     for (size_t i = 0; i < count; i++) {

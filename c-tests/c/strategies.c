@@ -140,8 +140,8 @@ static bool commit_while_held(const struct strategy *s, const char *dir) {
     CHECK(write_text(p.temp, "third\n"));
     CHECK_RC(lock_commit(h, p.temp, p.target), LOCK_ERR_NOT_HELD);
     if (!has_content(p.target, "new contents\n")) return false;
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -181,8 +181,8 @@ static bool commit_after_lost(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_commit(b, p.temp, p.target), LOCK_OK);
     if (!has_content(p.target, "new contents\n")) return false;
     CHECK_RC(lock_release(b, 0), LOCK_OK);
-    lock_close(a);
-    lock_close(b);
+    CLOSE(a);
+    CLOSE(b);
     return true;
 }
 
@@ -212,7 +212,7 @@ static bool commit_after_expiry(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_commit(h, p.temp, p.target), LOCK_OK);
     if (!has_content(p.target, "new contents\n")) return false;
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
     return true;
 }
 
@@ -296,8 +296,8 @@ static bool autorenew_refusals(const struct strategy *s, const char *dir) {
     }
     CHECK_RC(lock_release(h, 0), LOCK_OK);
     CHECK_RC(lock_autorenew(h, on_lost, NULL), LOCK_ERR_NOT_HELD);
-    lock_close(h);
-    lock_close(untimed);
+    CLOSE(h);
+    CLOSE(untimed);
     return true;
 }
 
@@ -351,8 +351,8 @@ static bool autorenew_keeps_lock(const struct strategy *s, const char *dir) {
               "the lost callback fired after lock_autorenew_stop");
     close(fds[0]);
     close(fds[1]);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -398,8 +398,8 @@ static bool autorenew_reports_loss(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_release(other, 0), LOCK_OK);
     close(fds[0]);
     close(fds[1]);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -416,9 +416,10 @@ static bool test_autorenew_reports_loss(void) {
 static bool test_autorenew_renews_at_once(void) {
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "renew-at-once"));
+    SCHEME(s, "mkdir");
     lock_handle *h = NULL, *other = NULL;
-    OPEN(h, &STRATEGIES[1], dir, "ttl=30s");
-    OPEN(other, &STRATEGIES[1], dir, NULL);
+    OPEN(h, s, dir, "ttl=30s");
+    OPEN(other, s, dir, NULL);
     struct lost_log log;
     int fds[2];
     if (!lost_log_init(&log, fds)) return false;
@@ -440,8 +441,8 @@ static bool test_autorenew_renews_at_once(void) {
     CHECK_RC(lock_release(h, 0), LOCK_OK);
     close(fds[0]);
     close(fds[1]);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -497,9 +498,10 @@ static bool autorenew_starved(lock_handle *h, lock_result *result, int *result_e
 }
 
 static bool autorenew_without_threads(const char *dir) {
+    SCHEME(s, "mkdir");
     lock_handle *h = NULL, *other = NULL;
-    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
-    OPEN(other, &STRATEGIES[1], dir, NULL);
+    OPEN(h, s, dir, "ttl=300ms");
+    OPEN(other, s, dir, NULL);
     uint64_t fence = 0;
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
     lock_result started;
@@ -520,8 +522,8 @@ static bool autorenew_without_threads(const char *dir) {
               "three TTLs after the failed lock_autorenew: held %d, stale %d, fence %" PRIu64 " (acquired %" PRIu64 ")",
               (int)info.held, (int)info.stale, info.fence, fence);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -549,9 +551,10 @@ static bool test_autorenew_without_threads(void) {
 static bool test_lost_prolong_stops_watchdog(void) {
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "lost-prolong"));
+    SCHEME(s, "mkdir");
     lock_handle *h = NULL, *other = NULL;
-    OPEN(h, &STRATEGIES[1], dir, "ttl=300ms");
-    OPEN(other, &STRATEGIES[1], dir, NULL);
+    OPEN(h, s, dir, "ttl=300ms");
+    OPEN(other, s, dir, NULL);
     struct lost_log log;
     int fds[2];
     if (!lost_log_init(&log, fds)) return false;
@@ -572,8 +575,8 @@ static bool test_lost_prolong_stops_watchdog(void) {
     CHECK_RC_EITHER(released, lock_release(h, 0), LOCK_OK, LOCK_EXPIRED);
     close(fds[0]);
     close(fds[1]);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -613,8 +616,8 @@ static bool cooldown(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_release(b, 0), LOCK_OK);
     CHECK_RC(lock_try_acquire(a, &fa), LOCK_OK);
     CHECK_RC(lock_release(a, 0), LOCK_OK);
-    lock_close(a);
-    lock_close(b);
+    CLOSE(a);
+    CLOSE(b);
 
     /* a release past the TTL (LOCK_EXPIRED) did release, and keeps the cooldown */
     OPEN(a, s, dir, "ttl=100ms");
@@ -645,8 +648,8 @@ static bool cooldown(const struct strategy *s, const char *dir) {
         CHECK_RC(lock_try_acquire(a, NULL), LOCK_OK);
         CHECK_RC(lock_release(a, 0), LOCK_OK);
     }
-    lock_close(a);
-    lock_close(b);
+    CLOSE(a);
+    CLOSE(b);
     return true;
 }
 
@@ -691,8 +694,8 @@ static bool failed_attempts(const struct strategy *s, const char *dir) {
               "after the failed attempts: held %d, fence %" PRIu64 ", queue_length %" PRIu32, (int)info.held,
               info.fence, info.queue_length);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(holder);
-    lock_close(h);
+    CLOSE(holder);
+    CLOSE(h);
     return true;
 }
 
@@ -721,8 +724,7 @@ static bool run_touch(const char *path, int64_t seconds, int *status_out) {
 #define TOUCH_MISSING 127
 
 static bool test_symlink_touch_extends(void) {
-    const struct strategy *s = strategy_named("symlink");
-    CHECK(s != NULL);
+    SCHEME(s, "symlink");
     char dir[HARNESS_PATH_MAX], lock[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "touch"));
     path_join(lock, sizeof lock, dir, s->lock_name);
@@ -735,13 +737,17 @@ static bool test_symlink_touch_extends(void) {
     /* the lock is a symlink naming its owner; its own mtime is the expiry */
     struct stat st;
     CHECK_MSG(lstat(lock, &st) == 0 && S_ISLNK(st.st_mode), "%s is not a symbolic link while held", lock);
-    char target[512], pid_field[32];
+    /* `lockcore 2 <host> <boot> <pid> <start> ...`: ls -l shows who holds it */
+    char target[512], host[256] = "";
     ssize_t n = readlink(lock, target, sizeof target - 1);
     CHECK(n > 0);
     target[n] = '\0';
-    snprintf(pid_field, sizeof pid_field, ":%ld:", (long)getpid());
-    CHECK_MSG(strncmp(target, "lockcore1:", 10) == 0 && strstr(target, pid_field) != NULL,
-              "the link's target \"%s\" does not name this process", target);
+    CHECK(gethostname(host, sizeof host - 1) == 0);
+    char host_read[256];
+    long pid_read = 0;
+    bool parsed = sscanf(target, "lockcore 2 %255s %*s %ld ", host_read, &pid_read) == 2;
+    CHECK_MSG(parsed && strcmp(host_read, host) == 0 && pid_read == (long)getpid(),
+              "the link's target \"%s\" does not name this process (%ld on %s)", target, (long)getpid(), host);
     lock_info info;
     CHECK_RC(lock_inspect(other, &info), LOCK_OK);
     int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
@@ -755,8 +761,8 @@ static bool test_symlink_touch_extends(void) {
     CHECK_MSG(run_touch(lock, later, &status), "cannot fork for touch");
     if (WIFEXITED(status) && WEXITSTATUS(status) == TOUCH_MISSING) {
         CHECK_RC(lock_release(h, 0), LOCK_OK);
-        lock_close(h);
-        lock_close(other);
+        CLOSE(h);
+        CLOSE(other);
         SKIP("coreutils touch is not on PATH");
     }
     char text[64];
@@ -799,7 +805,7 @@ static bool test_symlink_touch_extends(void) {
     CHECK_RC(lock_release(h, 0), LOCK_OK);
 
     /* and touch -h into the past ends a lock of an hour at once */
-    lock_close(h);
+    CLOSE(h);
     OPEN(h, s, dir, "ttl=1h");
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
     int64_t earlier = unix_ms() / 1000 - 10;
@@ -815,8 +821,8 @@ static bool test_symlink_touch_extends(void) {
     CHECK_MSG(taken > fence, "fence %" PRIu64 " after %" PRIu64, taken, fence);
     CHECK_RC(lock_release(h, 0), LOCK_LOST);
     CHECK_RC(lock_release(other, 0), LOCK_OK);
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -824,18 +830,20 @@ static bool test_symlink_touch_extends(void) {
 /* lease: the lease file, cooldown, signal=                                 */
 /* ------------------------------------------------------------------------ */
 
-/* The lease file's first field (the holder's pid, 0 when free); -1 if none. */
+/* The pid of the lease file's holder (`lease 2 held lockcore 2 <host>
+ * <boot> <pid> ...`), 0 when it is free (`lease 2 free ...`); -1 if the
+ * file is neither. */
 static long lease_pid(const char *path) {
     char text[512];
     if (read_file(path, text, sizeof text) <= 0) return -1;
-    char *end;
-    long pid = strtol(text, &end, 10);
-    return end != text && *end == '\t' ? pid : -1;
+    if (strncmp(text, "lease 2 free ", 13) == 0) return 0;
+    long pid = -1;
+    if (sscanf(text, "lease 2 held lockcore 2 %*s %*s %ld ", &pid) != 1) return -1;
+    return pid;
 }
 
 static bool test_lease_file_and_cooldown(void) {
-    const struct strategy *s = strategy_named("lease");
-    CHECK(s != NULL);
+    SCHEME(s, "lease");
     char dir[HARNESS_PATH_MAX], lease[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "lease"));
     path_join(lease, sizeof lease, dir, s->lock_name);
@@ -870,8 +878,8 @@ static bool test_lease_file_and_cooldown(void) {
     CHECK_MSG(lease_pid(lease) == (long)getpid(), "the lease file does not name the new holder");
     CHECK_RC(lock_release(other, 0), LOCK_OK);
     CHECK_MSG(lease_pid(lease) == 0, "the lease file names a holder after release");
-    lock_close(h);
-    lock_close(other);
+    CLOSE(h);
+    CLOSE(other);
     return true;
 }
 
@@ -906,8 +914,9 @@ static bool lease_holder_child(const struct strategy *s, const char *dir, int re
     CHECK(read_exact(command_fd, &command, 1));
     char byte = 'N';
     CHECK(write_exact(report_fd, &byte, 1));
-    /* the parent holds the lease now: this is a release that finds it lost */
-    lock_close(lease_child_handle);
+    /* the parent holds the lease now: lock_close's release finds it lost,
+     * and says so */
+    CHECK_RC(lock_close(lease_child_handle), LOCK_LOST);
     return true;
 }
 
@@ -953,13 +962,12 @@ static bool lease_takeover(const struct strategy *s, const char *dir, const char
     CHECK_MSG(fence > child_fence, "fence %" PRIu64 " after the child's %" PRIu64, fence, child_fence);
     if (!answered) *answer = 0;
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
     return true;
 }
 
 static bool test_lease_signal_option(void) {
-    const struct strategy *s = strategy_named("lease");
-    CHECK(s != NULL);
+    SCHEME(s, "lease");
     char dir[HARNESS_PATH_MAX], text[64];
     CHECK(make_temp_dir(dir, sizeof dir, "signal"));
     char answer;
@@ -1011,7 +1019,7 @@ static bool queuer(const struct strategy *s, const char *dir, int number, struct
     }
     __atomic_sub_fetch(&log->inside, 1, __ATOMIC_SEQ_CST);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
-    lock_close(h);
+    CLOSE(h);
     return true;
 }
 
@@ -1049,8 +1057,7 @@ static void watch_queue(void *context, uint64_t waited_ms) {
 }
 
 static bool test_toplock_fifo(void) {
-    const struct strategy *s = strategy_named("toplock");
-    CHECK(s != NULL);
+    SCHEME(s, "toplock");
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "fifo"));
     struct queue_log *log = mmap(NULL, sizeof *log, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1135,9 +1142,9 @@ static bool test_toplock_fifo(void) {
     CHECK_MSG(!info.held && info.queue_length == 0, "at the end: held %d, queue_length %" PRIu32, (int)info.held,
               info.queue_length);
     munmap(log, sizeof *log);
-    lock_close(holder);
-    lock_close(observer);
-    lock_close(quitter);
+    CLOSE(holder);
+    CLOSE(observer);
+    CLOSE(quitter);
     return true;
 }
 

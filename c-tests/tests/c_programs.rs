@@ -1,7 +1,9 @@
 //! Runs the C test programs (c/api.c, c/errors.c, c/strategies.c,
 //! c/counter.c, each linked with the library as a `c_<stem>` binary) and
 //! checks what they report: exit status 0, at least one `PASSED` line and no
-//! `FAILED` line. On failure the program's whole output is shown.
+//! `FAILED` line. On failure the program's whole output is shown. The
+//! counter and the demo (c/demo.c, `lockdemo`) must have run every scheme of
+//! lockcore's own list, `Scheme::ALL`, which their table is generated from.
 //!
 //! If `valgrind` is on PATH, c_api, c_errors and c_strategies run once more
 //! under memcheck (`--error-exitcode=99 --leak-check=full
@@ -51,8 +53,7 @@ fn c_strategies() {
     }
 }
 
-/// The strategies every per-strategy case and the counter run for.
-const STRATEGIES: [&str; 6] = ["lockfile", "mkdir", "flock", "symlink", "lease", "toplock"];
+use lockcore::Scheme;
 
 #[test]
 fn c_counter() {
@@ -60,7 +61,7 @@ fn c_counter() {
     let mut command = Command::new(env!("CARGO_BIN_EXE_c_counter"));
     command.env_remove("LOCKFFI_COUNTER_PROCESSES").env_remove("LOCKFFI_COUNTER_CYCLES");
     let stdout = check("c_counter", command);
-    for strategy in STRATEGIES {
+    for strategy in Scheme::ALL.iter().map(|s| s.name()) {
         assert!(
             stdout.lines().any(|l| l == format!("PASSED test_counter_{strategy}")),
             "c_counter did not pass {strategy}:\n{stdout}"
@@ -70,6 +71,25 @@ fn c_counter() {
             "c_counter did not run {strategy} with 16 x 200:\n{stdout}"
         );
     }
+}
+
+#[test]
+fn lockdemo_runs_every_scheme() {
+    let dir = std::env::temp_dir().join(format!("lockdemo-test-{}", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lockdemo")).args(["2", "5"]).arg(&dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "lockdemo failed with {}:\n{stdout}{stderr}", output.status);
+    for scheme in Scheme::ALL {
+        let row = format!("| {:<8} |       10 |       10 |        0 |", scheme.name());
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&row)),
+            "lockdemo has no exact row for {}:\n{stdout}",
+            scheme.name()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn find_on_path(program: &str) -> Option<PathBuf> {

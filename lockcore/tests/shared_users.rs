@@ -5,10 +5,11 @@
 //! with a group. What these tests hold the library to: a spec's `mode` says
 //! who may take the lock, `0600` its owner only (the default), `0660` the
 //! owner's group, `0666` everyone; every file the library creates gets
-//! exactly those bits, whatever the creator's umask (a `lockfile` lock file
-//! only the read bits, 0440, since LockFile::Simple overwrites a writable
-//! one; a `mkdir` lock directory a search bit with each read bit, 0770); and
-//! a file that another user could have planted is not trusted.
+//! exactly those bits, whatever the creator's umask (a record nobody
+//! rewrites in place, `lockfile`'s lock file or the `owner` inside a `mkdir`
+//! lock, only the read bits, 0440, since LockFile::Simple overwrites a
+//! writable one; a `mkdir` lock directory a search bit with each read bit,
+//! 0770); and a file that another user could have planted is not trusted.
 //!
 //! The tests run their lock holders as the real users of
 //! [`common::users`]: making those needs root, and without it each test says
@@ -18,17 +19,21 @@
 //!   of the group (2770), two processes as `lockcore-web` (umask 022) and two
 //!   as `lockcore-cron` (umask 077) take a `mode=0660` lock in turn, for
 //!   every scheme. No two are ever inside at once, the shared counter is
-//!   exact, no child fails, and what the library leaves in the directory is
-//!   the group's with exactly the mode's bits.
+//!   exact, no child fails, each holder finds the lock it holds made with
+//!   exactly the mode's bits and the group, and once the last has released,
+//!   what the library leaves in the directory is the files that keep the
+//!   lock's state, the group's and exactly 0660: no lock, no directory.
 //! * `files_planted_by_another_user_are_not_trusted`: in a directory like
-//!   `/tmp` (1777), `lockcore-other` plants a file where a lock of
-//!   `lockcore-web` will keep its state, before its first use, with mode 0666
-//!   and a valid content: one that keeps the lock closed for ten years, or
-//!   one that lets it be taken. `lockcore-web` opens the lock private
-//!   (`mode=0600`) and tries it once: the attempt fails and the planted file
-//!   is untouched. Where `fs.protected_regular` is set, the kernel itself
-//!   refuses an `O_CREAT` open of another user's file in a sticky
-//!   world-writable directory (`EACCES`), before the library sees the file.
+//!   `/tmp` (1777), `lockcore-other` plants a file where a private lock of
+//!   `lockcore-web` will keep its state (its guard, or the lock file itself
+//!   for a scheme without one), before its first use, with mode 0666 and a
+//!   valid content made by the library's own encoders: one that keeps the
+//!   lock closed for ten years, or one that lets it be taken.
+//!   `lockcore-web` opens the lock private (`mode=0600`) and tries it once:
+//!   the attempt fails with `ErrorKind::Untrusted`, naming the planted file,
+//!   its owner and its mode, and the planted file is untouched. (The library
+//!   opens an existing state file without `O_CREAT`, so the kernel's
+//!   `fs.protected_regular` never answers for it.)
 
 mod common;
 
@@ -36,14 +41,16 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::SeqCst;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use common::users::{
-    check_identity, child_user, file_kind, path_text, shm_for_everyone, SharedDir, TestUser, TestUsers, UserChild,
+    check_identity, child_user, file_kind, shm_for_everyone, SharedDir, TestUser, TestUsers, UserChild,
 };
-use common::{child_main, snapshot, var, var_usize, wait_until, wall_time, with_suffix, Shm};
+use common::{child_main, snapshot, var, var_usize, wait_until, SchemeFiles, Shm};
 use lockcore::guard::GuardState;
-use lockcore::{Lock, ReleaseOutcome, Scheme};
+use lockcore::strategy::lease::LeaseState;
+use lockcore::strategy::toplock::line::{Header, Line};
+use lockcore::{BootTime, Error, FileRole, Lock, Moment, Owner, Problem, ReleaseOutcome, Scheme};
 
 /// Acquisitions per holder: enough for every holder to meet the others'
 /// files, few enough to take well under a second per scheme.
@@ -78,12 +85,17 @@ fn run_role(role: &str) {
 }
 
 /// Takes the lock `CYCLES` times, and inside adds one to the shared count
-/// in two steps, so that an overlap would lose an update.
+/// in two steps, so that an overlap would lose an update. On its first
+/// acquisition it checks what it holds: made with exactly the spec's bits,
+/// and the group's.
 fn count() {
     let who = child_user();
     let spec = var("SPEC");
+    let share_gid: u32 = var("SHARE_GID").parse().unwrap();
     let shm = Shm::open(var("SHM").as_ref());
     let mut lock = Lock::open(spec.as_bytes()).unwrap_or_else(|e| panic!("{who}: open {spec}: {e} ({e:?})"));
+    let scheme = lock.spec().scheme;
+    let lock_path = common::path_of(&lock);
     shm.at(READY).fetch_add(1, SeqCst);
     shm.wait_gate(GO);
     for i in 0..var_usize("CYCLES") {
@@ -97,7 +109,9 @@ fn count() {
         // Gives another process that got in too the moment to read the same n.
         std::thread::yield_now();
         shm.at(COUNT).store(n + 1, SeqCst);
+        let held_wrongly = if i == 0 { held_files_wrongly(scheme, &lock_path, share_gid) } else { Vec::new() };
         shm.leave(INSIDE);
+        assert!(held_wrongly.is_empty(), "{who}: the lock it holds: {}", held_wrongly.join("; "));
         match lock.release(Duration::ZERO) {
             Ok(ReleaseOutcome::Released) => {}
             other => panic!("{who}: release {i} of {spec}: {other:?}"),
@@ -119,7 +133,9 @@ fn plant() {
 }
 
 /// Opens `SPEC` and tries it once; the outcome goes to the shared memory
-/// as text (`open: ...` or `try_acquire: ...`) for the parent to judge.
+/// as text for the parent to judge: `open: ...`, `try_acquire: Ok(...)`, or
+/// `try_acquire: Err(<kind>) file=<role> problem=<problem> owner=<uid>
+/// mode=<octal>: <the error as Lock::describe gives it, path first>`.
 fn probe() {
     let shm = Shm::open(var("SHM").as_ref());
     let spec = var("SPEC");
@@ -127,7 +143,19 @@ fn probe() {
         Err(e) => format!("open: Err({e:?}): {e}"),
         Ok(mut lock) => match lock.try_acquire() {
             Ok(acquired) => format!("try_acquire: Ok({acquired:?})"),
-            Err(e) => format!("try_acquire: Err({e:?}): {e}"),
+            Err(e) => {
+                let facts = match e {
+                    Error::File(f) => format!(
+                        " file={:?} problem={:?} owner={} mode={}",
+                        f.file,
+                        f.problem,
+                        f.owner_uid.map_or("-".to_owned(), |uid| uid.to_string()),
+                        f.mode.map_or("-".to_owned(), |mode| format!("{mode:04o}"))
+                    ),
+                    _ => String::new(),
+                };
+                format!("try_acquire: Err({:?}){facts}: {}", e.kind(), lock.describe(&e))
+            }
         },
     };
     put_text(&shm, OUTCOME, &outcome);
@@ -147,27 +175,6 @@ fn text_at(shm: &Shm, at: usize) -> String {
     let len = shm.get(at) as usize;
     let bytes: Vec<u8> = (0..len.div_ceil(8)).flat_map(|i| shm.get(at + 1 + i).to_le_bytes()).take(len).collect();
     String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// Where each scheme's lock lives in `dir`: the target of its spec, and the
-/// path that is the lock.
-fn target(scheme: Scheme, dir: &Path) -> PathBuf {
-    match scheme {
-        // The data file the lock protects; the lock is `board.txt.lock`.
-        Scheme::Lockfile => dir.join("board.txt"),
-        other => dir.join(format!("board.{}", other.name())),
-    }
-}
-
-fn lock_path(scheme: Scheme, dir: &Path) -> PathBuf {
-    match scheme {
-        Scheme::Lockfile => with_suffix(&target(scheme, dir), ".lock"),
-        _ => target(scheme, dir),
-    }
-}
-
-fn spec(scheme: Scheme, dir: &Path, query: &str) -> String {
-    format!("{}:{}?{query}", scheme.name(), path_text(&target(scheme, dir)))
 }
 
 /// Runs `body` for every case, each apart, and reports every case that
@@ -199,9 +206,10 @@ fn web_and_cron_share_a_group_lock_whatever_their_umasks() {
         let shm_dir = SharedDir::like_tmp(&format!("group-{}-shm", scheme.name()));
         let shm = shm_for_everyone(shm_dir.path());
         let vars = [
-            ("SPEC", spec(scheme, dir.path(), "mode=0660")),
+            ("SPEC", scheme.spec(dir.path(), "mode=0660")),
             ("SHM", shm.path().display().to_string()),
             ("CYCLES", CYCLES.to_string()),
+            ("SHARE_GID", users.share_gid().to_string()),
         ];
         let mut children: Vec<UserChild> =
             holders.iter().map(|&(user, umask)| users.spawn_as(user, umask, "count", &vars)).collect();
@@ -220,16 +228,63 @@ fn web_and_cron_share_a_group_lock_whatever_their_umasks() {
         if shm.get(COUNT) != expected {
             problems.push(format!("the count is {}, not {expected}", shm.get(COUNT)));
         }
-        problems.extend(files_left_wrongly(scheme, &dir, &users));
+        problems.extend(files_left_wrongly(&dir, &users));
         assert!(problems.is_empty(), "\n{}\n{}", problems.join("\n"), dir.listing(&users));
     });
 }
 
+/// What is wrong with the lock at `lock` while it is held, in a directory of
+/// the group made setgid (2770) for a `mode=0660` lock, as the briefing of
+/// `mode` lists it: everything has the group; a record nobody rewrites in
+/// place (`lockfile`'s lock file, `mkdir`'s `owner`) exactly 0440; a file
+/// every holder writes (the `lease`, the `toplock` queue, the target `flock`
+/// made) exactly 0660; a `mkdir` lock directory 0770, a search bit with
+/// each read bit. A directory made in a setgid directory inherits the
+/// setgid bit, as it must for what is made inside it to get the group: for
+/// it, exactly the mode asked for is 0770 plus that inherited bit, 2770.
+/// The symlink's own bits mean nothing; its group does.
+fn held_files_wrongly(scheme: Scheme, lock: &Path, share_gid: u32) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut check = |path: &Path, kind: char, mode: Option<u32>| match std::fs::symlink_metadata(path) {
+        Err(e) => problems.push(format!("{}: {e}", path.display())),
+        Ok(meta) => {
+            let (found_kind, found_mode) = (file_kind(&meta), meta.mode() & 0o7777);
+            if found_kind != kind || mode.is_some_and(|mode| mode != found_mode) {
+                problems.push(format!(
+                    "{}: {found_kind} {found_mode:04o}, not {kind} {}",
+                    path.display(),
+                    mode.map_or("(any mode)".to_owned(), |mode| format!("{mode:04o}"))
+                ));
+            }
+            if meta.gid() != share_gid {
+                problems.push(format!("{}: group {}, not the shared group", path.display(), meta.gid()));
+            }
+        }
+    };
+    match scheme {
+        Scheme::Lockfile => check(lock, '-', Some(0o440)),
+        Scheme::Mkdir => {
+            check(lock, 'd', Some(0o2770));
+            check(&lock.join("owner"), '-', Some(0o440));
+            let inside: Vec<_> =
+                std::fs::read_dir(lock).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+            if inside.len() != 1 {
+                problems.push(format!("{}: holds {inside:?}, not only its owner record", lock.display()));
+            }
+        }
+        Scheme::Flock | Scheme::Lease | Scheme::Toplock => check(lock, '-', Some(0o660)),
+        Scheme::Symlink => check(lock, 'l', None),
+    }
+    problems
+}
+
 /// What is wrong with what the library left in a group directory once every
-/// holder has released: each entry must be the group's, a file exactly
-/// 0660, a directory 0770 (and setgid, as its parent makes it), and nothing
-/// of another type; and no lock may remain, only what outlives it.
-fn files_left_wrongly(scheme: Scheme, dir: &SharedDir, users: &TestUsers) -> Vec<String> {
+/// holder has released: no lock may remain, only the files that keep the
+/// lock's state between acquisitions (a guard, the lease, the queue, and
+/// the target a `flock` lock made), each the group's and exactly 0660. A
+/// directory left behind (a `mkdir` lock, or a temporary one) is an error, and so
+/// is a symlink (a `symlink` lock) or a read-only record (a `lockfile` lock).
+fn files_left_wrongly(dir: &SharedDir, users: &TestUsers) -> Vec<String> {
     let mut problems = Vec::new();
     let entries: Vec<PathBuf> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
     if entries.is_empty() {
@@ -240,25 +295,15 @@ fn files_left_wrongly(scheme: Scheme, dir: &SharedDir, users: &TestUsers) -> Vec
     for path in entries {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let meta = std::fs::symlink_metadata(&path).unwrap();
-        let mode = meta.mode() & 0o7777;
-        let wrong_mode = match file_kind(&meta) {
-            '-' => mode != 0o660,
-            'd' => mode != 0o2770,
-            _ => true,
-        };
-        if wrong_mode {
-            problems.push(format!("{name}: {} {mode:04o}", file_kind(&meta)));
+        let (kind, mode) = (file_kind(&meta), meta.mode() & 0o7777);
+        match kind {
+            '-' if mode == 0o660 => {}
+            '-' => problems.push(format!("{name}: mode {mode:04o}, not the 0660 asked for (a record left behind?)")),
+            'd' => problems.push(format!("{name}: a directory left behind after the last release ({mode:04o})")),
+            other => problems.push(format!("{name}: {other} {mode:04o} left behind after the last release")),
         }
         if meta.gid() != users.share_gid() {
             problems.push(format!("{name}: group {}, not the shared group", meta.gid()));
-        }
-    }
-    // Released locks of these schemes leave only their guard; the others'
-    // lock is the file that keeps their state.
-    if matches!(scheme, Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink) {
-        let lock = lock_path(scheme, dir.path());
-        if std::fs::symlink_metadata(&lock).is_ok() {
-            problems.push(format!("the lock {} remains after the last release", lock.display()));
         }
     }
     problems
@@ -275,39 +320,30 @@ enum Planted {
     Open,
 }
 
-/// The file of `scheme`'s lock in `dir` that a hostile user can plant
-/// before first use: the guard beside the lock, or the file that is the lock.
-fn planted_path(scheme: Scheme, dir: &Path) -> PathBuf {
-    match scheme {
-        Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink => with_suffix(&lock_path(scheme, dir), ".guard"),
-        Scheme::Flock | Scheme::Lease | Scheme::Toplock => lock_path(scheme, dir),
-    }
-}
-
-/// Content that each scheme parses as valid: a guard line (a guard, and the
-/// first line of a flock'd file), a free lease line, a queue header.
+/// Content that the state file of each scheme parses as valid, made by the
+/// library's own encoders: a guard line (a guard, flock's guard included),
+/// a free lease, a queue header with nothing pending, all on this boot.
 fn planted_content(scheme: Scheme, planted: Planted) -> String {
     let ten_years = Duration::from_secs(10 * 365 * 24 * 3600);
+    let boot = Owner::current().unwrap().boot;
     let closed_until = match planted {
-        Planted::ClosedForYears => Some(wall_time(SystemTime::now() + ten_years)),
+        Planted::ClosedForYears => Some(Moment::now(boot).saturating_add(ten_years)),
         Planted::Open => None,
     };
-    let not_before = closed_until.map_or(0, |at| at.unix_nanos());
     let fence = 7;
-    match scheme {
-        Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink | Scheme::Flock => {
-            let line =
-                GuardState { fence, cooldown_until: closed_until.map(|wall| lockcore::Moment { wall, boot: None }) }
-                    .encode();
-            String::from_utf8(line.as_bytes().to_vec()).unwrap()
+    let bytes = match scheme {
+        Scheme::Lease => LeaseState::Free { not_before: closed_until, fence }.encode().as_bytes().to_vec(),
+        Scheme::Toplock => {
+            let now = BootTime::now().nanos();
+            let not_before = closed_until.map_or(0, |_| now.saturating_add(ten_years.as_nanos() as i64));
+            let header = Header { boot, not_before, last_end: now, floor: now, last_fence: fence, head_since: None };
+            let mut line = Line::Header(header).encode().as_bytes().to_vec();
+            line.push(b'\n');
+            line
         }
-        // lease.rs: a free lease, "0 <not before> <fence> - - 0 -" with
-        // tabs, padded with spaces to 255 bytes and a newline.
-        Scheme::Lease => format!("{:<255}\n", format!("0\t{not_before}\t{fence}\t-\t-\t0\t-")),
-        // toplock.rs: a compacted queue with nothing pending, "H 3 <seq
-        // before> <not before> <last end> <time floor> <last fence> -".
-        Scheme::Toplock => format!("H 3 {fence} {not_before} 0 0 {fence} -\n"),
-    }
+        _ => GuardState { fence, cooldown_until: closed_until }.encode().as_bytes().to_vec(),
+    };
+    String::from_utf8(bytes).unwrap()
 }
 
 #[test]
@@ -323,7 +359,10 @@ fn files_planted_by_another_user_are_not_trusted() {
         let dir = SharedDir::like_tmp(&format!("planted-{}", scheme.name()));
         let shm_dir = SharedDir::like_tmp(&format!("planted-{}-shm", scheme.name()));
         let shm = shm_for_everyone(shm_dir.path());
-        let path = planted_path(scheme, dir.path());
+        // Where the lock keeps its state, as lockcore names it: its guard,
+        // or the lock file itself for a scheme without one.
+        let path = scheme.state_path(dir.path());
+        let role = if scheme.guard_path(dir.path()).is_some() { FileRole::Guard } else { FileRole::Lock };
         let vars = [("PATH", path.display().to_string()), ("CONTENT", planted_content(scheme, planted))];
         users.spawn_as(TestUser::Other, 0o022, "plant", &vars).finish().unwrap_or_else(|e| panic!("{e}"));
         let meta = std::fs::metadata(&path).unwrap();
@@ -331,7 +370,7 @@ fn files_planted_by_another_user_are_not_trusted() {
         let before = snapshot(&path);
         let before_text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
 
-        let vars = [("SPEC", spec(scheme, dir.path(), "mode=0600")), ("SHM", shm.path().display().to_string())];
+        let vars = [("SPEC", scheme.spec(dir.path(), "mode=0600")), ("SHM", shm.path().display().to_string())];
         users.spawn_as(TestUser::Web, 0o022, "probe", &vars).finish().unwrap_or_else(|e| panic!("{e}"));
         let outcome = text_at(&shm, OUTCOME);
         // Shown with the failures of other cases, for the whole picture.
@@ -343,9 +382,34 @@ fn files_planted_by_another_user_are_not_trusted() {
             "{} was changed from {before_text:?} to {after_text:?}; probe: {outcome}\n{listing}",
             path.display()
         );
-        assert!(outcome.starts_with("try_acquire: Err("), "probe: {outcome}\n{listing}");
-        // TODO(untrusted): the error must be `lockcore::Error::Untrusted(..)`
-        // (Debug text `try_acquire: Err(Untrusted(`), its message naming the
-        // planted file, its owner lockcore-other and its mode 0666.
+        // Refused as untrusted before it was read: the file that may be
+        // written by others, named by its role and its path, its owner
+        // lockcore-other and its mode 0666. (Whether because others may
+        // write it or because it is not lockcore-web's: both hold here, and
+        // the writable bits are judged first.)
+        let other = users.uid(TestUser::Other);
+        let expected = format!(
+            "try_acquire: Err(Untrusted) file={role:?} problem={:?} owner={other} mode=0666: {}: ",
+            Problem::Untrusted(lockcore::Untrusted::WritableByOthers),
+            path.display()
+        );
+        assert!(outcome.starts_with(&expected), "probe: {outcome}\nexpected it to start: {expected}\n{listing}");
+        assert!(
+            outcome.ends_with(&format!("[owner uid {other}, mode 0666]")),
+            "the message does not name the owner and mode: {outcome}\n{listing}"
+        );
+        // Nothing else was made there: no lock, no temporary file, no guard. At
+        // most the lock's own path as an empty file of lockcore-web's with
+        // the spec's bits, which is what `flock` makes of a missing target
+        // (as flock(1) does) before it turns to its guard.
+        let lock = scheme.lock_path(dir.path());
+        for entry in std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()) {
+            let meta = std::fs::symlink_metadata(&entry).unwrap();
+            let made_target = entry == lock
+                && meta.is_file()
+                && meta.len() == 0
+                && (meta.uid(), meta.mode() & 0o7777) == (users.uid(TestUser::Web), 0o600);
+            assert!(entry == path || made_target, "{} was made beside the planted file\n{listing}", entry.display());
+        }
     });
 }

@@ -119,17 +119,21 @@ extern "C" fn release_all_at_exit() {
             // process did not take (fork).
             if let Ok(mut claimed) = handle.claim() {
                 if claimed.watchdog().is_none() {
-                    let released = claimed.lock().release(Duration::ZERO);
-                    if let Err(error) = released {
-                        // Nobody is left to tell but the person reading the
-                        // process's errors; the lock runs out by its TTL, or
-                        // is broken as this process's once it has exited.
-                        let lock = claimed.lock();
-                        let _ = writeln!(
-                            std::io::stderr(),
-                            "lockffi: at exit, a held lock could not be released: {}",
-                            lock.describe(&error)
-                        );
+                    match claimed.lock().release(Duration::ZERO) {
+                        // A lock its parent took is not this child's to
+                        // release, nor a failure to report.
+                        Ok(_) | Err(lockcore::Error::Forked) => {}
+                        Err(error) => {
+                            // Nobody is left to tell but the person reading the
+                            // process's errors; the lock runs out by its TTL, or
+                            // is broken as this process's once it has exited.
+                            let lock = claimed.lock();
+                            let _ = writeln!(
+                                std::io::stderr(),
+                                "lockffi: at exit, a held lock could not be released: {}",
+                                lock.describe(&error)
+                            );
+                        }
                     }
                 }
             }

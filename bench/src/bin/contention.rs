@@ -11,11 +11,11 @@ fn main() -> ExitCode {
     let config = match Config::parse_args(std::env::args().skip(1)) {
         Ok(config) => config,
         Err(ArgError::Help) => {
-            println!("{}", Config::USAGE);
+            println!("{}", Config::usage());
             return ExitCode::SUCCESS;
         }
         Err(ArgError::Bad(why)) => {
-            eprintln!("contention: {why}\n\n{}", Config::USAGE);
+            eprintln!("contention: {why}\n\n{}", Config::usage());
             return ExitCode::from(2);
         }
     };

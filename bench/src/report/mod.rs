@@ -145,7 +145,11 @@ impl Config {
         Duration::from_millis((share / 10 * 10).clamp(least, most))
     }
 
-    pub const USAGE: &'static str = "\
+    /// The command's help, listing the schemes of `Scheme::ALL`.
+    pub fn usage() -> String {
+        let schemes: Vec<&str> = Scheme::ALL.iter().map(|s| s.name()).collect();
+        format!(
+            "\
 contention: throughput, fairness, wait, handoff and CPU of every lock strategy under contention
 
 usage: cargo run --release -p bench --bin contention -- [options]
@@ -154,7 +158,7 @@ usage: cargo run --release -p bench --bin contention -- [options]
                       shared out, at most 1s per cell and round)
   --budget D          measuring time of the whole run when --duration is not given (105s; --quick: 6s)
   --rounds N          cells run round-robin N times and are merged (3; --quick: 1)
-  --strategies LIST   comma-separated schemes (all: lockfile,mkdir,flock as built)
+  --strategies LIST   comma-separated schemes (all: {})
   --contenders LIST   comma-separated worker counts (1,2,4,8,16; --quick: 1,2,8)
   --modes LIST        threads,processes (both)
   --critical-us N     time the holder keeps the lock (50)
@@ -164,7 +168,10 @@ usage: cargo run --release -p bench --bin contention -- [options]
   --out PATH          where results.csv and the SVG plots go (target/contention)
   --quick             the short CI run; explicit options still win
 
-Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on bad usage.";
+Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on bad usage.",
+            schemes.join(",")
+        )
+    }
 
     /// Parses the command line (without the program name).
     pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Config, ArgError> {

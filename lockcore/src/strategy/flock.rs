@@ -67,6 +67,10 @@ impl Flock {
             let fd = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT) => {
+                    // Made with its bits under a random name and linked into
+                    // place: created at its path, it would stand there with
+                    // no bits until its fchmod, and another user of the lock
+                    // opening it then would be refused.
                     files::check_directory(&self.path, cx.sharing)?;
                     let helper = files::create_helper_file(&self.path, cx.sharing.mode(), b"")?;
                     let linked = sys::link(&helper, &self.path);
