@@ -87,9 +87,12 @@ static bool test_spec_bad_value(void) {
         {"lockfile:/tmp/x?ttl=1%zzs", "ttl"},   {"lease:/tmp/x?signal=HUP", "signal"},
         {"lease:/tmp/x?signal=term", "signal"}, {"symlink:/tmp/x?ttl=forever", "ttl"},
         {"toplock:/tmp/x?stale=maybe", "stale"},
-        /* mode: permission bits only, and the owner must read and write */
+        /* mode: permission bits only; the owner reads and writes, and each
+         * other class too, or neither (a reader could hold a guard locked) */
         {"mkdir:/tmp/x?mode=0400", "mode"},     {"symlink:/tmp/x?mode=1777", "mode"},
         {"lease:/tmp/x?mode=2660", "mode"},     {"toplock:/tmp/x?mode=0200", "mode"},
+        {"flock:/tmp/x?mode=0644", "mode"},     {"lockfile:/tmp/x?mode=0640", "mode"},
+        {"mkdir:/tmp/x?mode=0700", "mode"},
         /* a signal on the word of a lease file others may write: never */
         {"lease:/tmp/x?signal=TERM&mode=0660", "signal"},
         /* the lock file is never the protected file itself, and one lock
@@ -100,8 +103,8 @@ static bool test_spec_bad_value(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!open_fails(cases[i].spec, LOCK_ERR_SPEC_BAD_VALUE, cases[i].key)) return false;
     }
-    /* every other mode that includes 0600 is accepted, by every scheme */
-    const char *modes[] = {"0600", "600", "0640", "0660", "0666", "0644"};
+    /* the owner alone, its group, everyone: accepted by every scheme */
+    const char *modes[] = {"0600", "600", "0660", "0666", "0606"};
     for (size_t i = 0; i < STRATEGY_COUNT; i++) {
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
             char spec[128];
@@ -117,7 +120,7 @@ static bool test_spec_bad_value(void) {
 static bool test_spec_duplicate_key(void) {
     return open_fails("lockfile:/tmp/x?ttl=1s&hold=2s", LOCK_ERR_SPEC_DUPLICATE_KEY, "hold") &&
            open_fails("mkdir:/tmp/x?ttl=1s&ttl=1s", LOCK_ERR_SPEC_DUPLICATE_KEY, "ttl") &&
-           open_fails("lockfile:/tmp/x?nfs=1&mode=0644&nfs=0", LOCK_ERR_SPEC_DUPLICATE_KEY, "nfs");
+           open_fails("lockfile:/tmp/x?nfs=1&mode=0660&nfs=0", LOCK_ERR_SPEC_DUPLICATE_KEY, "nfs");
 }
 
 /* A target longer than PATH_MAX, one whose derived paths (the lock file

@@ -28,6 +28,10 @@ pub const TRY_PATIENCE: Duration = Duration::from_millis(50);
 /// the waiting loop (its warnings, its deadline) gets control back.
 pub const ATTEMPT_PATIENCE: Duration = Duration::from_millis(250);
 
+/// Within `acquire`'s budget, the time kept back for giving up a queue
+/// place (`toplock`) once the attempts are over.
+const ABANDON_RESERVE: Duration = Duration::from_millis(5);
+
 /// How long release, prolong, commit, inspect and break may wait for that
 /// file. They have no wait budget of their own; past this they answer
 /// [`Error::Busy`] with [`Contention::GuardHeld`](crate::error::Contention::GuardHeld)
@@ -174,8 +178,19 @@ impl Lock {
 
     /// Runs one operation of the strategy, which must return by `deadline`.
     fn run<T>(&mut self, deadline: MonoTime, op: impl FnOnce(&mut dyn Strategy, &Context<'_>) -> T) -> T {
+        self.run_waiting(deadline, None, op)
+    }
+
+    /// [`run`](Self::run), for an attempt whose caller goes on trying for
+    /// `waits_for` (`None`: for ever).
+    fn run_waiting<T>(
+        &mut self,
+        deadline: MonoTime,
+        waits_for: Option<Duration>,
+        op: impl FnOnce(&mut dyn Strategy, &Context<'_>) -> T,
+    ) -> T {
         let Lock { spec, me, sharing, strategy, .. } = self;
-        let cx = Context { me, options: &spec.options, sharing: *sharing, deadline };
+        let cx = Context { me, options: &spec.options, sharing: *sharing, deadline, waits_for };
         op(strategy.get(), &cx)
     }
 
@@ -188,31 +203,32 @@ impl Lock {
     /// strategy does not keep a place for a caller that does not wait.
     pub fn try_acquire(&mut self) -> Result<Acquired, Error> {
         let deadline = MonoTime::now().saturating_add(TRY_PATIENCE);
-        let result = self.attempt(deadline);
+        let result = self.attempt(deadline, Some(TRY_PATIENCE));
         if result.is_err() {
-            self.abandon(deadline);
+            self.abandon(MonoTime::now().saturating_add(TRY_PATIENCE));
         }
         result
     }
 
     /// One attempt that keeps a queueing strategy's place on failure, for
-    /// the attempts of one `acquire`, ending by `deadline`.
-    fn attempt(&mut self, deadline: MonoTime) -> Result<Acquired, Error> {
+    /// the attempts of one `acquire`, ending by `deadline`; its caller goes
+    /// on trying for `waits_for`.
+    fn attempt(&mut self, deadline: MonoTime, waits_for: Option<Duration>) -> Result<Acquired, Error> {
         self.refresh_identity()?;
         if self.held.is_some() {
             return Err(Error::AlreadyHeld);
         }
         let nonce = Nonce::random()?;
         let ttl = self.spec.options.ttl;
-        let record = self.run(deadline, |strategy, cx| strategy.try_acquire(cx, nonce, ttl))?;
+        let record = self.run_waiting(deadline, waits_for, |strategy, cx| strategy.try_acquire(cx, nonce, ttl))?;
         self.held = Some(record);
         Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall) })
     }
 
     /// Gives up a queue place kept by failed attempts, by `deadline`. If
-    /// the queue stays held past it, the place is kept, and given up at
-    /// the next attempt's failure or when the handle is dropped; meanwhile
-    /// the others pass it over once its `ttl` has passed, or its owner is gone.
+    /// the queue stays held past that, the place is left, and the others
+    /// pass it over once it has waited at the head for as long as its
+    /// caller said it would wait ([`Context::waits_for`]), or its owner is gone.
     fn abandon(&mut self, deadline: MonoTime) {
         if self.pid == sys::getpid() {
             let _ = self.run(deadline, |strategy, cx| strategy.abandon(cx));
@@ -239,13 +255,21 @@ impl Lock {
         // Jitter only needs waiters to differ, not secrecy: the clock and the
         // pid do that without a getrandom call on every acquire.
         let seed = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u64) ^ ((self.me.process.pid as u64) << 32);
-        let deadline = budget.map(|budget| MonoTime::now().saturating_add(budget));
-        let result = wait::wait_for(deadline, wake, warnings, seed, || {
-            let cap = MonoTime::now().saturating_add(ATTEMPT_PATIENCE);
-            self.attempt(deadline.map_or(cap, |deadline| deadline.min(cap)))
+        let start = MonoTime::now();
+        let deadline = budget.map(|budget| start.saturating_add(budget));
+        // A queue place is given up within the budget: the attempts leave
+        // the few milliseconds that takes.
+        let reserve = if self.strategy.view().keeps_a_place() { ABANDON_RESERVE } else { Duration::ZERO };
+        let attempts_end = budget.map(|budget| start.saturating_add(budget.saturating_sub(reserve).max(budget / 2)));
+        let result = wait::wait_for(attempts_end, wake, warnings, seed, || {
+            let now = MonoTime::now();
+            let cap = now.saturating_add(ATTEMPT_PATIENCE);
+            let waits_for = deadline.map(|deadline| deadline.remaining_from(now));
+            self.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for)
         });
         if result.is_err() {
-            self.abandon(deadline.unwrap_or_else(Lock::change_deadline));
+            let now = MonoTime::now();
+            self.abandon(deadline.map_or_else(Lock::change_deadline, |deadline| deadline.max(now)));
         }
         result
     }
@@ -383,8 +407,6 @@ impl Drop for Lock {
         if !self.adopted && self.held_here().is_ok() {
             let _ = self.release(Duration::ZERO);
         }
-        // A queue place that could not be given up by an attempt's deadline.
-        self.abandon(Lock::change_deadline());
     }
 }
 

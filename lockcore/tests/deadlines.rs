@@ -336,9 +336,10 @@ fn a_flood_that_starts_while_an_acquire_waits_does_not_stretch_it() {
         assert!(took < budget + SLACK, "acquire({budget:?}) took {took:?}");
         children.expect_success("flooder");
         assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
-        // The waiter's queue place, if it could not be given up in time, is
-        // its own: its next try takes the lock through it.
-        waiter.try_acquire().expect("free for the waiter");
+        // The waiter's queue place, if it could not be given up in time,
+        // is passed over once it has stood at the head as long as the waiter
+        // said it would wait.
+        waiter.acquire(Some(budget + SLACK)).expect("free for the waiter, past its old request");
         assert_eq!(waiter.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     });
 }

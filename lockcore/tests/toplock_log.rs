@@ -345,6 +345,42 @@ fn an_ungranted_head_is_skipped_by_its_own_ttl_not_the_readers() {
     );
 }
 
+/// A request says how long its waiter will wait: the shorter of its `ttl`
+/// and its wait budget. A waiter that gives up, and whose request stays in
+/// the queue (its file held by others past the deadline, or the waiter
+/// killed before it could take it out), holds the queue up no longer than
+/// that once its request reaches the head.
+#[test]
+fn a_request_tells_how_long_its_waiter_waits() {
+    let dir = TestDir::new("toplock-waits-for");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=1h");
+    holder.try_acquire().unwrap();
+    let mut waiter = open(&queue, "ttl=1h");
+    assert_eq!(kind(waiter.acquire(Some(Duration::from_millis(300)))), Err(ErrorKind::Timeout));
+    let text = fs::read_to_string(&queue).unwrap();
+    let patience: Vec<i64> = text
+        .lines()
+        .filter(|l| l.starts_with("R "))
+        .map(|l| l.split(' ').nth(6).expect("a request's patience").parse().expect("nanoseconds"))
+        .collect();
+    assert_eq!(patience.len(), 2, "the holder's request and the waiter's: {text}");
+    assert_eq!(patience[0], 50_000_000, "a try waits 50 ms");
+    assert!(
+        patience[1] <= 300_000_000 && patience[1] >= 250_000_000,
+        "a 300 ms acquire waits at most 300 ms, not its hour of ttl: {}",
+        patience[1]
+    );
+    // The waiter's request is written back into the queue, as if it had
+    // been killed before it could take it out: once at the head, it is
+    // passed over after its 300 ms, not its ttl of an hour.
+    let nonce = made_up_nonce();
+    append(&queue, foreign_request(&nonce, std::process::id(), Duration::from_millis(300)).as_bytes());
+    holder.release(Duration::ZERO).unwrap();
+    let mut next = open(&queue, "ttl=1h");
+    assert!(next.acquire(Some(Duration::from_secs(20))).is_ok(), "a request whose waiter gave up held the queue");
+}
+
 /// An `X` line (a waiter found the head's owner dead) counts for every
 /// reader, also one that would not judge owners itself (`stale=none`):
 /// otherwise the two would replay the log to different holders.

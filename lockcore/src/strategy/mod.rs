@@ -36,6 +36,10 @@ pub struct Context<'a> {
     /// When the operation must have returned: every wait inside it (for a
     /// guard, a lease or a queue file that other processes hold) ends then.
     pub deadline: MonoTime,
+    /// For an attempt to acquire: how much longer its caller will go on
+    /// trying (`None`: as long as it takes). A queue tells the others, so
+    /// that a request whose caller gave up is passed over soon.
+    pub waits_for: Option<Duration>,
 }
 
 impl Context<'_> {
@@ -188,6 +192,11 @@ pub trait Strategy {
     /// of one `acquire`). A no-op for strategies without a queue.
     fn abandon(&mut self, _cx: &Context<'_>) -> Result<(), Error> {
         Ok(())
+    }
+    /// Whether unsuccessful attempts keep a place in a queue, which
+    /// [`abandon`](Self::abandon) must give up before the caller's deadline.
+    fn keeps_a_place(&self) -> bool {
+        false
     }
     /// Removes the lock whoever holds it (an operator's tool). `Ok(false)`
     /// when it was free.

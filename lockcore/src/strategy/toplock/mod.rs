@@ -94,7 +94,15 @@ impl Strategy for Toplock {
         let mine = match self.pending {
             Some(pending) => pending,
             None => {
-                let (owner, patience) = (*cx.me, cx.options.ttl.map(nanos));
+                // Passed over once it has stood at the head, unasked for,
+                // for its ttl or for as long as its caller will wait,
+                // whichever is shorter: so that the place of a caller that
+                // gave up, or stopped, holds nobody up for long.
+                let patience = match (cx.options.ttl, cx.waits_for) {
+                    (Some(ttl), Some(wait)) => Some(ttl.min(wait)),
+                    (ttl, wait) => ttl.or(wait),
+                };
+                let (owner, patience) = (*cx.me, patience.map(nanos));
                 self.queue.append_request(cx, |t| Line::Request { nonce, owner, patience, t })?;
                 self.pending = Some(nonce);
                 nonce
@@ -158,14 +166,18 @@ impl Strategy for Toplock {
         Err(Error::Busy(Contention::Raced))
     }
 
+    fn keeps_a_place(&self) -> bool {
+        true
+    }
+
     fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
-        if let Some(pending) = self.pending {
-            // Forgotten only once the line is written: a queue held past
-            // the deadline keeps the place for a later try.
-            self.queue.append(cx, |t| Line::Done { nonce: pending, t, not_before: 0 })?;
-            self.pending = None;
+        // Forgotten whether or not the line is written: a request left in
+        // the queue (its file held past the deadline) is passed over once
+        // it has waited at the head as long as its caller said it would.
+        match self.pending.take() {
+            Some(pending) => self.queue.append(cx, |t| Line::Done { nonce: pending, t, not_before: 0 }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
