@@ -176,17 +176,18 @@ fn asan_program(program: &str) -> Option<PathBuf> {
     Some(executable)
 }
 
-/// Runs c_<program>, built with AddressSanitizer, with `args`: `check`'s
+/// Runs c_<program>, built with AddressSanitizer, with `env` added: `check`'s
 /// judgement, and no sanitizer report on stderr, from the program or any
 /// child it forked (a child's report need not change its exit status).
-fn check_under_asan(program: &str, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
+/// None if it was skipped.
+fn check_under_asan(program: &str, env: &[(&str, &str)]) -> Option<String> {
     let executable = asan_program(program)?;
     let mut command = Command::new(&executable);
     let options = match std::env::var("ASAN_OPTIONS") {
         Ok(own) if !own.is_empty() => format!("{ASAN_OPTIONS}:{own}"),
         _ => ASAN_OPTIONS.to_owned(),
     };
-    command.args(args).envs(env.iter().copied()).env("ASAN_OPTIONS", options);
+    command.envs(env.iter().copied()).env("ASAN_OPTIONS", options);
     let name = format!("c_{program} under AddressSanitizer");
     let (stdout, stderr) = check_output(&name, command);
     let reports: Vec<&str> = stderr.lines().filter(|l| l.contains("Sanitizer")).collect();
@@ -196,24 +197,24 @@ fn check_under_asan(program: &str, args: &[&str], env: &[(&str, &str)]) -> Optio
 
 #[test]
 fn c_api_under_asan() {
-    check_under_asan("api", &[], &[]);
+    check_under_asan("api", &[]);
 }
 
 #[test]
 fn c_errors_under_asan() {
-    check_under_asan("errors", &[], &[]);
+    check_under_asan("errors", &[]);
 }
 
 #[test]
 fn c_strategies_under_asan() {
-    check_under_asan("strategies", &[], &[]);
+    check_under_asan("strategies", &[]);
 }
 
 #[test]
 fn c_counter_under_asan() {
     // Every strategy, but short: the full run is c_counter's.
     let env = [("LOCKFFI_COUNTER_PROCESSES", "4"), ("LOCKFFI_COUNTER_CYCLES", "50")];
-    let Some(stdout) = check_under_asan("counter", &[], &env) else { return };
+    let Some(stdout) = check_under_asan("counter", &env) else { return };
     for strategy in STRATEGIES {
         assert!(
             stdout.lines().any(|l| l == format!("PASSED test_counter_{strategy}")),
