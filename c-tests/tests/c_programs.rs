@@ -10,13 +10,29 @@
 //! --errors-for-leak-kinds=definite`, with `LOCKFFI_UNDER_MEMCHECK=1` for the
 //! few cases that cannot run there); otherwise that test says it was
 //! skipped. CI installs valgrind.
+//!
+//! And c_api, c_errors, c_strategies and a short c_counter run once more as
+//! C programs of their own, compiled with `-fsanitize=address
+//! -fno-omit-frame-pointer` and linked with `liblockffi.so` (the cdylib,
+//! which no other C test runs; the Rust side is not instrumented, but
+//! AddressSanitizer sees every malloc and free, and LeakSanitizer checks each
+//! process at exit). Any sanitizer report, from the program or from a child
+//! it forked, fails the test. If the compiler cannot build with
+//! AddressSanitizer, those tests say they were skipped, and why. Set
+//! `ASAN_OPTIONS` to add options, e.g. `fast_unwind_on_malloc=0` for whole
+//! stacks through the library.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs `command`, and panics with its full output unless it exited 0, said
 /// PASSED at least once and FAILED never.
-fn check(name: &str, mut command: Command) -> String {
+fn check(name: &str, command: Command) -> String {
+    check_output(name, command).0
+}
+
+/// As `check`, and returns stderr too.
+fn check_output(name: &str, mut command: Command) -> (String, String) {
     let output: Output = command.output().unwrap_or_else(|e| panic!("cannot run {name}: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -28,7 +44,7 @@ fn check(name: &str, mut command: Command) -> String {
     assert!(failed.is_empty(), "{name} reported failures: {failed:?}\n{shown}");
     // Visible with `cargo test -- --nocapture`.
     println!("{shown}");
-    stdout.into_owned()
+    (stdout.into_owned(), stderr.into_owned())
 }
 
 #[test]
@@ -126,5 +142,103 @@ fn c_api_c_errors_and_c_strategies_under_valgrind() {
             program,
         ]);
         check(&format!("valgrind {name}"), command);
+    }
+}
+
+/// What every AddressSanitizer run is given, before the caller's own
+/// `ASAN_OPTIONS`. `detect_stack_use_after_return` stays off: its fake
+/// stacks (11 MiB a thread) do not fit under the address-space limit of
+/// test_autorenew_without_threads.
+const ASAN_OPTIONS: &str = "detect_leaks=1:strict_string_checks=1";
+
+/// The C program `program` (c/<program>.c) built with AddressSanitizer:
+/// links the objects build.rs compiled with `liblockffi.so`, the cdylib
+/// that cargo built beside this test binary. None if the compiler cannot do
+/// it (the reason is printed).
+fn asan_program(program: &str) -> Option<PathBuf> {
+    let (Some(objects), Some(cc)) = (option_env!("C_TESTS_ASAN_DIR"), option_env!("C_TESTS_ASAN_CC")) else {
+        let why = option_env!("C_TESTS_ASAN_SKIP").unwrap_or("build.rs gave no reason");
+        println!("skipped: c_{program} was not run under AddressSanitizer: {why}");
+        eprintln!("skipped: c_{program} not run under AddressSanitizer");
+        return None;
+    };
+    let this = std::env::current_exe().expect("the test binary's path");
+    let deps = this.parent().expect("the test binary's directory");
+    assert!(
+        deps.join("liblockffi.so").is_file(),
+        "no liblockffi.so in {}, beside the test binary: cargo builds it there with lockffi",
+        deps.display()
+    );
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("asan");
+    std::fs::create_dir_all(&out).expect("cannot make the AddressSanitizer build directory");
+    let executable = out.join(format!("c_{program}"));
+    // Linked to a name of its own, then renamed: another test run may be
+    // running the last one.
+    let linking = out.join(format!("c_{program}.{}", std::process::id()));
+    let objects = Path::new(objects);
+    let mut link = Command::new(cc);
+    link.args(["-fsanitize=address", "-fno-omit-frame-pointer", "-pthread"])
+        .arg(objects.join(format!("{program}.o")))
+        .arg(objects.join("lsan_fork.o"))
+        .arg("-L")
+        .arg(deps)
+        .arg("-llockffi")
+        .arg(format!("-Wl,-rpath,{}", deps.display()))
+        .arg("-o")
+        .arg(&linking);
+    let output = link.output().unwrap_or_else(|e| panic!("cannot run {link:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "linking c_{program} with AddressSanitizer failed: {link:?}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::rename(&linking, &executable).expect("cannot rename the linked program");
+    Some(executable)
+}
+
+/// Runs c_<program>, built with AddressSanitizer, with `env` added: `check`'s
+/// judgement, and no sanitizer report on stderr, from the program or any
+/// child it forked (a child's report need not change its exit status).
+/// None if it was skipped.
+fn check_under_asan(program: &str, env: &[(&str, &str)]) -> Option<String> {
+    let executable = asan_program(program)?;
+    let mut command = Command::new(&executable);
+    let options = match std::env::var("ASAN_OPTIONS") {
+        Ok(own) if !own.is_empty() => format!("{ASAN_OPTIONS}:{own}"),
+        _ => ASAN_OPTIONS.to_owned(),
+    };
+    command.envs(env.iter().copied()).env("ASAN_OPTIONS", options);
+    let name = format!("c_{program} under AddressSanitizer");
+    let (stdout, stderr) = check_output(&name, command);
+    let reports: Vec<&str> = stderr.lines().filter(|l| l.contains("Sanitizer")).collect();
+    assert!(reports.is_empty(), "{name}: sanitizer reports {reports:?}\n--- stderr ---\n{stderr}--- end ---");
+    Some(stdout)
+}
+
+#[test]
+fn c_api_under_asan() {
+    check_under_asan("api", &[]);
+}
+
+#[test]
+fn c_errors_under_asan() {
+    check_under_asan("errors", &[]);
+}
+
+#[test]
+fn c_strategies_under_asan() {
+    check_under_asan("strategies", &[]);
+}
+
+#[test]
+fn c_counter_under_asan() {
+    // Every strategy, but short: the full run is c_counter's.
+    let env = [("LOCKFFI_COUNTER_PROCESSES", "4"), ("LOCKFFI_COUNTER_CYCLES", "50")];
+    let Some(stdout) = check_under_asan("counter", &env) else { return };
+    for strategy in STRATEGIES {
+        assert!(
+            stdout.lines().any(|l| l == format!("PASSED test_counter_{strategy}")),
+            "c_counter under AddressSanitizer did not pass {strategy}:\n{stdout}"
+        );
     }
 }

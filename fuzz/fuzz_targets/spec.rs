@@ -1,0 +1,48 @@
+//! `lockcore::Spec::parse` on any bytes never panics, and a spec it accepts
+//! is consistent: it begins with its scheme's name and a `:`; its target is
+//! not empty, holds no NUL and fits a path; its options are ones its scheme
+//! takes, within their bounds; and its target, percent-encoded whole after
+//! the scheme, parses back to the same target with default options.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use lockcore::spec::{Options, Scheme};
+use lockcore::sys::PATH_CAPACITY;
+use lockcore::Spec;
+use lockcore_fuzz::{percent_encode, shown};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(spec) = Spec::parse(data) else { return };
+    let name = spec.scheme.name().as_bytes();
+    assert!(data.starts_with(name) && data.get(name.len()) == Some(&b':'), "{:?} from {}", spec.scheme, shown(data));
+
+    let target = spec.target().as_bytes();
+    assert!(!target.is_empty(), "empty target from {}", shown(data));
+    assert!(!target.contains(&0), "a NUL in the target from {}", shown(data));
+    assert!(target.len() < PATH_CAPACITY, "a target of {} bytes", target.len());
+
+    let options = &spec.options;
+    let why = || format!("{options:?} for {:?} from {}", spec.scheme, shown(data));
+    assert!(options.ttl.is_none_or(|ttl| !ttl.is_zero()), "{}", why());
+    assert!(!options.wafter.is_zero(), "{}", why());
+    assert!(options.mode.is_none_or(|mode| mode <= 0o7777), "{}", why());
+    assert!(options.format.is_none() || options.ext.is_none(), "{}", why());
+    assert!(options.ext.is_none_or(|ext| !ext.as_bytes().contains(&b'/')), "{}", why());
+    if spec.scheme != Scheme::Lockfile {
+        assert!(options.format.is_none() && options.ext.is_none() && !options.nfs, "{}", why());
+    }
+    if spec.scheme != Scheme::Lease {
+        assert!(options.signal.is_none(), "{}", why());
+    }
+    if spec.scheme == Scheme::Symlink {
+        assert!(options.mode.is_none(), "{}", why());
+    }
+
+    let mut again = name.to_vec();
+    again.push(b':');
+    percent_encode(target, &mut again);
+    let reparsed = Spec::parse(&again).unwrap_or_else(|e| panic!("{} refused: {e:?}", shown(&again)));
+    assert_eq!(reparsed.scheme, spec.scheme);
+    assert_eq!(reparsed.target().as_bytes(), target, "{} parsed to another target", shown(&again));
+    assert_eq!(reparsed.options, Options::default(), "{} has options", shown(&again));
+});
