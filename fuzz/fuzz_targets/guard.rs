@@ -8,16 +8,22 @@
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use lockcore::guard::{GuardState, GUARD_RECORD_LEN};
-use lockcore::WallTime;
-use lockcore_fuzz::{is_canonical_decimal, shown};
+use lockcore::FileRole;
+use lockcore_fuzz::{arbitrary_moment, is_canonical_decimal, shown};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(state) = GuardState::parse(data) {
+    if let Ok(state) = GuardState::parse(data, FileRole::Guard) {
         let text = check_encodes(&state);
-        // The words are "lockguard 1 fence N cooldown M": canonical if N and M are.
+        // "lockguard 2 N" then "-" or "W B T": canonical when every number is.
         let words: Vec<&[u8]> = data.split(|&b| b == b' ' || b == b'\n').filter(|w| !w.is_empty()).collect();
-        let canonical = words.len() == 6 && is_canonical_decimal(words[3]) && is_canonical_decimal(words[5]);
-        if canonical {
+        let numbers_canonical = match words.len() {
+            4 => is_canonical_decimal(words[2]),
+            6 => is_canonical_decimal(words[2]) && is_canonical_decimal(words[3]) && is_canonical_decimal(words[5]),
+            _ => false,
+        };
+        let boot_canonical =
+            words.get(4).map_or(true, |id| *id == b"-" || id.iter().all(|b| b"0123456789abcdef".contains(b)));
+        if numbers_canonical && boot_canonical {
             assert_eq!(text, data, "canonical input {} encoded as {}", shown(data), shown(&text));
         }
     }
@@ -31,17 +37,12 @@ fn check_encodes(state: &GuardState) -> Vec<u8> {
     let text = state.encode();
     let bytes = text.as_bytes();
     assert_eq!(bytes.len(), GUARD_RECORD_LEN, "{state:?} encoded as {}", shown(bytes));
-    assert_eq!(GuardState::parse(bytes).ok(), Some(*state), "{state:?} encoded as {}", shown(bytes));
+    assert_eq!(GuardState::parse(bytes, FileRole::Guard).ok(), Some(*state), "{state:?} encoded as {}", shown(bytes));
     bytes.to_vec()
 }
 
-/// Any state but two that no clock reading plus a cooldown comes near: a
-/// cooldown at the epoch itself, which the file writes as 0, its word for
-/// no cooldown; and one at i64::MIN nanoseconds, which `encode` writes but
-/// `parse` refuses (`text::parse_i64` reads the digits as a positive i64
-/// before negating them), made i64::MIN + 1 here.
 fn arbitrary_state(u: &mut Unstructured) -> Result<GuardState> {
     let fence = u.arbitrary()?;
-    let cooldown = u.arbitrary::<i64>()?.max(i64::MIN + 1);
-    Ok(GuardState { fence, cooldown_until: (cooldown != 0).then(|| WallTime::from_unix_nanos(cooldown)) })
+    let cooldown_until = if u.arbitrary()? { Some(arbitrary_moment(u)?) } else { None };
+    Ok(GuardState { fence, cooldown_until })
 }

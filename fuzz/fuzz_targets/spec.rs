@@ -25,7 +25,11 @@ fuzz_target!(|data: &[u8]| {
     let why = || format!("{options:?} for {:?} from {}", spec.scheme, shown(data));
     assert!(options.ttl.is_none_or(|ttl| !ttl.is_zero()), "{}", why());
     assert!(!options.wafter.is_zero(), "{}", why());
-    assert!(options.mode.is_none_or(|mode| mode <= 0o7777), "{}", why());
+    // Who may take the lock: the owner, its group, everyone; each class
+    // reads and writes, or neither.
+    assert!([0o600, 0o606, 0o660, 0o666].contains(&options.mode), "{}", why());
+    assert!(options.signal.is_none() || options.mode == 0o600, "{}", why());
+    assert!(options.ext.is_none_or(|ext| !ext.as_bytes().is_empty()), "{}", why());
     assert!(options.format.is_none() || options.ext.is_none(), "{}", why());
     assert!(options.ext.is_none_or(|ext| !ext.as_bytes().contains(&b'/')), "{}", why());
     if spec.scheme != Scheme::Lockfile {
@@ -33,9 +37,6 @@ fuzz_target!(|data: &[u8]| {
     }
     if spec.scheme != Scheme::Lease {
         assert!(options.signal.is_none(), "{}", why());
-    }
-    if spec.scheme == Scheme::Symlink {
-        assert!(options.mode.is_none(), "{}", why());
     }
 
     let mut again = name.to_vec();

@@ -28,3 +28,31 @@ pub fn is_canonical_decimal(word: &[u8]) -> bool {
 pub fn shown(text: &[u8]) -> String {
     text.escape_ascii().to_string()
 }
+
+use libfuzzer_sys::arbitrary::{Result, Unstructured};
+use lockcore::owner::{BootId, HostName, ProcessId, HOST_CAPACITY};
+use lockcore::{BootTime, Moment, Owner, WallTime};
+
+/// An owner such as this library writes: a host name of 1 to 64 printable
+/// bytes other than `:`, a boot id or none, a positive pid, any start time.
+pub fn arbitrary_owner(u: &mut Unstructured) -> Result<Owner> {
+    let mut host = [0u8; HOST_CAPACITY];
+    let host_len = u.int_in_range(1..=HOST_CAPACITY)?;
+    for byte in &mut host[..host_len] {
+        *byte = match u.int_in_range(b'!'..=b'~')? {
+            b':' => b'_',
+            other => other,
+        };
+    }
+    let host = HostName::from_bytes(&host[..host_len]).expect("printable bytes other than ':' are a host name");
+    let boot = if u.arbitrary()? { Some(BootId(u.arbitrary()?)) } else { None };
+    let process = ProcessId { pid: u.int_in_range(1..=i32::MAX)?, start_ticks: u.arbitrary()? };
+    Ok(Owner { host, boot, process })
+}
+
+/// Any moment: any wall-clock time, with or without a boot-clock reading.
+pub fn arbitrary_moment(u: &mut Unstructured) -> Result<Moment> {
+    let wall = WallTime::from_unix_nanos(u.arbitrary()?);
+    let boot = if u.arbitrary()? { Some((BootId(u.arbitrary()?), BootTime::from_nanos(u.arbitrary()?))) } else { None };
+    Ok(Moment { wall, boot })
+}
