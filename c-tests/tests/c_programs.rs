@@ -22,6 +22,8 @@
 //! `ASAN_OPTIONS` to add options, e.g. `fast_unwind_on_malloc=0` for whole
 //! stacks through the library.
 
+mod library;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -152,9 +154,9 @@ fn c_api_c_errors_and_c_strategies_under_valgrind() {
 const ASAN_OPTIONS: &str = "detect_leaks=1:strict_string_checks=1";
 
 /// The C program `program` (c/<program>.c) built with AddressSanitizer:
-/// links the objects build.rs compiled with `liblockffi.so`, the cdylib
-/// that cargo built beside this test binary. None if the compiler cannot do
-/// it (the reason is printed).
+/// links the objects build.rs compiled with `liblockffi.so`, the cdylib,
+/// built for this test run ([`library::directory`]). None if the compiler
+/// cannot do it (the reason is printed).
 fn asan_program(program: &str) -> Option<PathBuf> {
     let (Some(objects), Some(cc)) = (option_env!("C_TESTS_ASAN_DIR"), option_env!("C_TESTS_ASAN_CC")) else {
         let why = option_env!("C_TESTS_ASAN_SKIP").unwrap_or("build.rs gave no reason");
@@ -162,13 +164,7 @@ fn asan_program(program: &str) -> Option<PathBuf> {
         eprintln!("skipped: c_{program} not run under AddressSanitizer");
         return None;
     };
-    let this = std::env::current_exe().expect("the test binary's path");
-    let deps = this.parent().expect("the test binary's directory");
-    assert!(
-        deps.join("liblockffi.so").is_file(),
-        "no liblockffi.so in {}, beside the test binary: cargo builds it there with lockffi",
-        deps.display()
-    );
+    let deps = library::directory();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("asan");
     std::fs::create_dir_all(&out).expect("cannot make the AddressSanitizer build directory");
     let executable = out.join(format!("c_{program}"));
@@ -235,7 +231,7 @@ fn c_counter_under_asan() {
     // Every strategy, but short: the full run is c_counter's.
     let env = [("LOCKFFI_COUNTER_PROCESSES", "4"), ("LOCKFFI_COUNTER_CYCLES", "50")];
     let Some(stdout) = check_under_asan("counter", &env) else { return };
-    for strategy in STRATEGIES {
+    for strategy in Scheme::ALL.iter().map(|s| s.name()) {
         assert!(
             stdout.lines().any(|l| l == format!("PASSED test_counter_{strategy}")),
             "c_counter under AddressSanitizer did not pass {strategy}:\n{stdout}"
