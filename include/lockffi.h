@@ -397,9 +397,12 @@ lock_result lock_open(const char *spec, lock_handle **handle_out);
 lock_result lock_close(lock_handle *handle);
 
 /**
- * One attempt to take the lock. `LOCK_BUSY` if someone else holds it or it
- * is cooling down. On `LOCK_OK`, `*fence_out` (if not NULL) receives the
- * fencing token: greater than that of every earlier acquisition of this lock.
+ * One attempt to take the lock, returning within a tenth of a second
+ * whatever other processes do. `LOCK_BUSY` if someone else holds it, it is
+ * cooling down, or its guard stayed held by another process for 50 ms
+ * (the message says which, and names the holder). On `LOCK_OK`,
+ * `*fence_out` (if not NULL) receives the fencing token: greater than that
+ * of every earlier acquisition of this lock.
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
@@ -411,8 +414,11 @@ lock_result lock_try_acquire(lock_handle *handle, uint64_t *fence_out);
  * Takes the lock, waiting at most `timeout_ms` milliseconds
  * (`LOCK_WAIT_FOREVER`: no limit; 0: one attempt, like `lock_try_acquire`
  * but answering `LOCK_TIMEOUT`). The wait is a deadline on the monotonic
- * clock, with jittered exponential backoff between attempts; the warning
- * callback, if set, is called after `wmin` and every `wafter`.
+ * clock, which every wait inside it (for the lock's guard too) keeps, with
+ * jittered exponential backoff between attempts; the warning callback, if
+ * set, is called after `wmin` and every `wafter`. On `LOCK_TIMEOUT` the
+ * message names what stood in the way at the end: the holder (pid, host,
+ * since, expiry), a cooldown, the queue ahead, or a guard held too long.
  *
  * # Safety
  * As for `lock_try_acquire`.

@@ -228,9 +228,12 @@ pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) -> lock_result {
     })
 }
 
-/// One attempt to take the lock. `LOCK_BUSY` if someone else holds it or it
-/// is cooling down. On `LOCK_OK`, `*fence_out` (if not NULL) receives the
-/// fencing token: greater than that of every earlier acquisition of this lock.
+/// One attempt to take the lock, returning within a tenth of a second
+/// whatever other processes do. `LOCK_BUSY` if someone else holds it, it is
+/// cooling down, or its guard stayed held by another process for 50 ms
+/// (the message says which, and names the holder). On `LOCK_OK`,
+/// `*fence_out` (if not NULL) receives the fencing token: greater than that
+/// of every earlier acquisition of this lock.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
@@ -253,8 +256,11 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 /// Takes the lock, waiting at most `timeout_ms` milliseconds
 /// (`LOCK_WAIT_FOREVER`: no limit; 0: one attempt, like `lock_try_acquire`
 /// but answering `LOCK_TIMEOUT`). The wait is a deadline on the monotonic
-/// clock, with jittered exponential backoff between attempts; the warning
-/// callback, if set, is called after `wmin` and every `wafter`.
+/// clock, which every wait inside it (for the lock's guard too) keeps, with
+/// jittered exponential backoff between attempts; the warning callback, if
+/// set, is called after `wmin` and every `wafter`. On `LOCK_TIMEOUT` the
+/// message names what stood in the way at the end: the holder (pid, host,
+/// since, expiry), a cooldown, the queue ahead, or a guard held too long.
 ///
 /// # Safety
 /// As for `lock_try_acquire`.
