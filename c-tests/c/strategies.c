@@ -745,7 +745,7 @@ static bool test_symlink_touch_extends(void) {
     CHECK(gethostname(host, sizeof host - 1) == 0);
     char host_read[256];
     long pid_read = 0;
-    bool parsed = sscanf(target, "lockcore 2 %255s %*s %ld ", host_read, &pid_read) == 2;
+    bool parsed = sscanf(target, "lockcore 2 %255s %*s %*s %ld ", host_read, &pid_read) == 2;
     CHECK_MSG(parsed && strcmp(host_read, host) == 0 && pid_read == (long)getpid(),
               "the link's target \"%s\" does not name this process (%ld on %s)", target, (long)getpid(), host);
     lock_info info;
@@ -838,7 +838,7 @@ static long lease_pid(const char *path) {
     if (read_file(path, text, sizeof text) <= 0) return -1;
     if (strncmp(text, "lease 2 free ", 13) == 0) return 0;
     long pid = -1;
-    if (sscanf(text, "lease 2 held lockcore 2 %*s %*s %ld ", &pid) != 1) return -1;
+    if (sscanf(text, "lease 2 held lockcore 2 %*s %*s %*s %ld ", &pid) != 1) return -1;
     return pid;
 }
 

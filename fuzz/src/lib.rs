@@ -46,7 +46,8 @@ pub fn arbitrary_owner(u: &mut Unstructured) -> Result<Owner> {
     }
     let host = HostName::from_bytes(&host[..host_len]).expect("printable bytes other than ':' are a host name");
     let boot = if u.arbitrary()? { Some(BootId(u.arbitrary()?)) } else { None };
-    let process = ProcessId { pid: u.int_in_range(1..=i32::MAX)?, start_ticks: u.arbitrary()? };
+    let process =
+        ProcessId { namespace: u.arbitrary()?, pid: u.int_in_range(1..=i32::MAX)?, start_ticks: u.arbitrary()? };
     Ok(Owner { host, boot, process })
 }
 

@@ -55,6 +55,17 @@ impl WallTime {
     }
 }
 
+/// The inode number a namespace link (`/proc/self/ns/pid`, which reads
+/// `pid:[4026531836]`) names.
+pub fn namespace_inode(link: &[u8]) -> Option<u64> {
+    let path = sys::CPath::from_parts(&[link]).ok()?;
+    let mut target = [0u8; 64];
+    let n = sys::readlink(&path, &mut target).ok()?;
+    let text = &target[..n];
+    let open = text.iter().position(|&b| b == b'[')?;
+    crate::text::parse_u64(text[open + 1..].strip_suffix(b"]")?)
+}
+
 /// RFC 3339 in UTC to the millisecond (`2026-11-23T12:00:00.250Z`), for
 /// messages that name when a lock was taken or expires.
 impl fmt::Display for WallTime {
@@ -89,20 +100,55 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): a reading of
-/// the boot clock, a pid and a process start time mean something only
-/// within one boot.
+/// A boot clock: the kernel's boot id (`/proc/sys/kernel/random/boot_id`)
+/// and, for a process in a time namespace of its own (a container, a
+/// restored checkpoint), that namespace folded in, since its boot clock is
+/// offset. A reading of the boot clock, and a process start time, mean
+/// something only with the same id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BootId(pub [u8; 16]);
 
+/// The inode number of the initial time namespace, which the kernel fixes
+/// (`PROC_TIME_INIT_INO`).
+const INITIAL_TIME_NAMESPACE: u64 = 0xEFFF_FFFA;
+
 impl BootId {
-    /// This boot's id; `None` where the kernel does not tell it.
+    /// The boot clock this process reads; `None` where the kernel does not
+    /// tell its boot id.
     pub fn current() -> Option<BootId> {
+        let mut id = BootId::kernel()?;
+        // A kernel without time namespaces has no such link: the initial one.
+        let namespace = namespace_inode(b"/proc/self/ns/time").unwrap_or(INITIAL_TIME_NAMESPACE);
+        if namespace != INITIAL_TIME_NAMESPACE {
+            id.fold_in(namespace);
+        }
+        Some(id)
+    }
+
+    /// The kernel's boot id itself, whatever namespace reads it: what a
+    /// reboot changes.
+    pub fn kernel() -> Option<BootId> {
         let path = sys::CPath::from_parts(&[b"/proc/sys/kernel/random/boot_id"]).ok()?;
         let fd = sys::open(&path, libc::O_RDONLY, 0).ok()?;
         let mut text = [0u8; 37];
         let n = sys::read_full(&fd, &mut text).ok()?;
         BootId::parse(&text[..n])
+    }
+
+    /// Mixes the time namespace `inode` into the id, so that it differs
+    /// from the id of every other namespace's view of this boot.
+    fn fold_in(&mut self, inode: u64) {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for b in inode.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let (low, high) = self.0.split_at_mut(8);
+        for (byte, mix) in low.iter_mut().zip(h.to_le_bytes()) {
+            *byte ^= mix;
+        }
+        for (byte, mix) in high.iter_mut().zip(h.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes()) {
+            *byte ^= mix;
+        }
     }
 
     /// Parses 32 hex digits, with or without the dashes of the kernel's
@@ -293,5 +339,15 @@ mod tests {
         assert_eq!(BootId::parse(std::format!("{id:?}").as_bytes()), Some(id));
         assert!(BootId::parse(b"0f8fd5a4").is_none());
         assert!(BootId::current().is_some(), "Linux tells its boot id");
+    }
+
+    #[test]
+    fn a_time_namespace_of_its_own_makes_another_boot_clock() {
+        let kernel = BootId([7; 16]);
+        let (mut one, mut other) = (kernel, kernel);
+        one.fold_in(4_026_532_000);
+        other.fold_in(4_026_532_001);
+        assert!(one != kernel && one != other);
+        assert_eq!(namespace_inode(b"/proc/self/ns/pid").map(|ino| ino > 0), Some(true));
     }
 }

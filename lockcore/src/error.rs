@@ -190,8 +190,9 @@ impl FileError {
             Errno::ENOTDIR => Problem::NotADirectory,
             Errno::EACCES | Errno::EPERM | Errno::EROFS => Problem::PermissionDenied,
             Errno::ELOOP => Problem::Symlink,
-            // A directory where a file belongs (open for writing, unlink, rename over it).
-            Errno::EISDIR => Problem::NotALock,
+            // A directory where a file belongs (open for writing, unlink,
+            // rename over it), or a socket where a file belongs (open).
+            Errno::EISDIR | Errno::ENXIO => Problem::NotALock,
             Errno::ENAMETOOLONG => {
                 return Error::Spec(SpecError::new(SpecErrorKind::PathTooLong, b"", "a lock path is too long"))
             }

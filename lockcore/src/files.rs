@@ -113,7 +113,8 @@ pub fn open_state_file(
 /// Checks the directory that holds `path` ([`Sharing::check_dir`]).
 pub fn check_directory(path: &CPath, sharing: Sharing) -> Result<(), Error> {
     let dir = CPath::from_parts(&[path.parent()]).map_err(|_| path_too_long())?;
-    let stat = sys::lstat(&dir).map_err(|e| FileError::from_errno(FileRole::Directory, &dir, e))?;
+    // Followed through symlinks (`/var/lock` -> `/run/lock`), as the path is.
+    let stat = sys::stat(&dir).map_err(|e| FileError::from_errno(FileRole::Directory, &dir, e))?;
     sharing.check_dir(&stat)
 }
 

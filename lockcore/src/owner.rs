@@ -71,10 +71,16 @@ impl fmt::Debug for HostName {
     }
 }
 
-/// A process on this host: its pid and its start time in clock ticks since
-/// boot (field 22 of `/proc/PID/stat`), which a reused pid does not share.
+/// A process on this host: the pid namespace its pid means something in,
+/// its pid, and its start time in clock ticks since boot (field 22 of
+/// `/proc/PID/stat`), which a reused pid does not share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessId {
+    /// The inode number of its pid namespace (`/proc/self/ns/pid`); 0 where
+    /// it is not known, and then its liveness is never judged. A container
+    /// with a pid namespace of its own sees other pids: a holder there is
+    /// neither found nor missed by a look at this namespace's `/proc`.
+    pub namespace: u64,
     pub pid: i32,
     pub start_ticks: u64,
 }
@@ -95,8 +101,9 @@ impl Owner {
         Moment::now(self.boot)
     }
 
-    /// Writes the owner as four words, `<host> <boot|-> <pid> <start>`: the
-    /// one form every record of this library names its owner in.
+    /// Writes the owner as five words, `<host> <boot|-> <pid namespace>
+    /// <pid> <start>`: the one form every record of this library names its
+    /// owner in.
     pub fn encode_into<const N: usize>(&self, out: &mut FixedText<N>) -> fmt::Result {
         use fmt::Write;
         out.push_bytes(self.host.as_bytes())?;
@@ -104,19 +111,20 @@ impl Owner {
             Some(boot) => write!(out, " {boot:?}")?,
             None => out.push_bytes(b" -")?,
         }
-        write!(out, " {} {}", self.process.pid, self.process.start_ticks)
+        write!(out, " {} {} {}", self.process.namespace, self.process.pid, self.process.start_ticks)
     }
 
-    /// Parses the four words [`encode_into`](Self::encode_into) writes.
+    /// Parses the five words [`encode_into`](Self::encode_into) writes.
     pub fn parse(words: &mut Words<'_>) -> Option<Owner> {
         let host = HostName::from_bytes(words.next()?)?;
         let boot = match words.next()? {
             b"-" => None,
             hex => Some(BootId::parse(hex)?),
         };
+        let namespace = parse_u64(words.next()?)?;
         let pid = parse_pid(words.next()?)?;
         let start_ticks = parse_u64(words.next()?)?;
-        Some(Owner { host, boot, process: ProcessId { pid, start_ticks } })
+        Some(Owner { host, boot, process: ProcessId { namespace, pid, start_ticks } })
     }
 
     /// The calling process.
@@ -128,7 +136,9 @@ impl Owner {
             // and let `judge` answer Unknown rather than guess by pid.
             Err(_) => 0,
         };
-        Ok(Owner { host: HostName::current(), boot: BootId::current(), process: ProcessId { pid, start_ticks } })
+        let namespace = crate::clock::namespace_inode(b"/proc/self/ns/pid").unwrap_or(0);
+        let process = ProcessId { namespace, pid, start_ticks };
+        Ok(Owner { host: HostName::current(), boot: BootId::current(), process })
     }
 
     /// Whether `other` is provably alive, provably dead, or out of our sight.
@@ -137,6 +147,10 @@ impl Owner {
             return Liveness::Unknown;
         }
         if self.process.start_ticks == 0 || other.process.start_ticks == 0 {
+            return Liveness::Unknown;
+        }
+        // Its pid means something only in its own pid namespace.
+        if other.process.namespace == 0 || other.process.namespace != self.process.namespace {
             return Liveness::Unknown;
         }
         match observe_process(other.process.pid) {

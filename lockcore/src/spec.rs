@@ -203,6 +203,13 @@ impl Spec {
             DecodeError::Sink(_) => SpecError::new(SpecErrorKind::PathTooLong, b"", "the target is too long"),
         })?;
 
+        // A path names the lock and the files beside it: `d/` or `d/.` would
+        // put them inside the lock (`d/.guard`), where only a holder's own
+        // files may be.
+        let name = target.file_name();
+        if name.is_empty() || name == b"." || name == b".." {
+            return Err(syntax("the target must name a file: no '/', '.' or '..' at its end"));
+        }
         let mut options = Options::default();
         if let Some(query) = query {
             parse_query(scheme, query, &mut options)?;
@@ -577,6 +584,9 @@ mod tests {
         assert_eq!(err("lockfile:?ttl=1s").kind, SpecErrorKind::Syntax);
         assert_eq!(err("lockfile:/a%zz").kind, SpecErrorKind::Syntax);
         assert_eq!(err("lockfile:/a%00b").kind, SpecErrorKind::Syntax);
+        for target in ["/tmp/d/", "/tmp/d/.", "/tmp/d/..", "/", "d/"] {
+            assert_eq!(err(&std::format!("mkdir:{target}")).kind, SpecErrorKind::Syntax, "{target}");
+        }
         let e = err("redis2:/x");
         assert_eq!((e.kind, e.key()), (SpecErrorKind::UnknownScheme, &b"redis2"[..]));
     }

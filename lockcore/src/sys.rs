@@ -31,6 +31,7 @@ impl Errno {
     pub const EINVAL: Errno = Errno(libc::EINVAL);
     pub const ENOSYS: Errno = Errno(libc::ENOSYS);
     pub const EAGAIN: Errno = Errno(libc::EAGAIN);
+    pub const ENXIO: Errno = Errno(libc::ENXIO);
 
     /// The calling thread's current `errno`.
     pub fn last() -> Errno {
@@ -358,6 +359,37 @@ pub fn fchmod(fd: &Fd, mode: u32) -> SysResult<()> {
     // SAFETY: plain call on a descriptor we own.
     retry(|| cvt(unsafe { libc::fchmod(fd.0, mode as libc::mode_t) })).map(drop)
 }
+
+/// `stat(2)`: the status of what `path` names, following symlinks all the
+/// way (for a directory reached through one, as `/var/lock` is).
+pub fn stat(path: &CPath) -> SysResult<FileStat> {
+    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: NUL-terminated path; stat fills the struct when it returns 0.
+    retry(|| cvt(unsafe { libc::stat(path.as_cstr().as_ptr(), st.as_mut_ptr()) }))?;
+    // SAFETY: initialised by the successful call above.
+    Ok(FileStat::from_raw(unsafe { st.assume_init_ref() }))
+}
+
+/// The groups this process's permissions include: `getegid(2)` and
+/// `getgroups(2)`, at most `GROUPS_CAPACITY` of them (the rest are left
+/// out, which can only make a file's group look foreign).
+pub fn groups() -> ([u32; GROUPS_CAPACITY], usize) {
+    let mut list = [0 as libc::gid_t; GROUPS_CAPACITY];
+    // SAFETY: getegid cannot fail.
+    list[0] = unsafe { libc::getegid() };
+    // SAFETY: the buffer holds GROUPS_CAPACITY - 1 gids after the first;
+    // getgroups writes at most that many, or fails with EINVAL.
+    let n = unsafe { libc::getgroups((GROUPS_CAPACITY - 1) as libc::c_int, list[1..].as_mut_ptr()) };
+    let count = 1 + usize::try_from(n).unwrap_or(0);
+    let mut out = [0u32; GROUPS_CAPACITY];
+    for (dst, &src) in out.iter_mut().zip(&list[..count]) {
+        *dst = src;
+    }
+    (out, count)
+}
+
+/// How many groups [`groups`] keeps.
+pub const GROUPS_CAPACITY: usize = 64;
 
 /// `geteuid(2)`: the user whose permissions this process has.
 pub fn geteuid() -> u32 {

@@ -17,12 +17,18 @@
 //!
 //! A file that is already there is used only if nobody outside those users
 //! could have written it: refused when its permissions let a class write
-//! it that `mode` does not let take the lock, or, for a private lock, when
-//! it belongs to another user. The directory that holds the lock is held to
-//! the same rule unless its sticky bit keeps others from replacing files
-//! in it (as in `/tmp`). So a file planted by another local user, with a
-//! cooldown of centuries, a forged fence or the pid of a process for a root
-//! holder to signal, is never believed.
+//! it that `mode` does not let take the lock, when the group that may write
+//! it is not one of the caller's (for a lock shared with a group), or, for
+//! a private lock, when it belongs to another user. The directory that
+//! holds the lock must keep untrusted users from replacing the lock's
+//! files: it belongs to the caller or to root (or, for a lock shared with a
+//! group, to that group), and no class outside the lock's users may write
+//! it, unless the lock is private and the sticky bit lets each user remove
+//! and rename only their own files (as in `/tmp`; a lock shared with a
+//! group cannot live there, since anyone may create a file there first).
+//! So a file planted by another local user, with a cooldown of centuries, a
+//! forged fence or the pid of a process for a root holder to signal, is
+//! never believed.
 
 use crate::error::{Error, FileError, FileRole, Untrusted};
 use crate::sys::{self, FileStat};
@@ -37,13 +43,32 @@ pub struct Sharing {
     mode: u32,
     /// The effective uid, read when the lock is opened.
     me: u32,
+    /// The groups of this process, read when the lock is opened: the
+    /// groups a lock shared with "the group" is shared with.
+    groups: [u32; sys::GROUPS_CAPACITY],
+    group_count: usize,
 }
 
 impl Sharing {
     /// `mode` as the spec parser accepted it: permission bits only, owner
     /// read and write included.
     pub fn new(mode: u32) -> Sharing {
-        Sharing { mode: mode & 0o777, me: sys::geteuid() }
+        let (groups, group_count) = sys::groups();
+        Sharing { mode: mode & 0o777, me: sys::geteuid(), groups, group_count }
+    }
+
+    /// Whether the lock is shared with a group but not with everyone.
+    fn with_group_only(self) -> bool {
+        self.mode & 0o060 != 0 && self.mode & 0o006 == 0
+    }
+
+    /// Whether the lock is shared with everyone.
+    fn with_everyone(self) -> bool {
+        self.mode & 0o006 != 0
+    }
+
+    fn is_my_group(self, gid: u32) -> bool {
+        self.groups[..self.group_count].contains(&gid)
     }
 
     /// The bits of the files every user of the lock reads and writes: the
@@ -86,7 +111,9 @@ impl Sharing {
     }
 
     fn check_bits(self, file: FileRole, stat: &FileStat, guarded_bits: u32) -> Result<(), Error> {
-        if stat.permissions() & guarded_bits & !self.mode != 0 {
+        let open_to = stat.permissions() & guarded_bits;
+        let foreign_group = self.with_group_only() && open_to & 0o070 != 0 && !self.is_my_group(stat.gid);
+        if open_to & !self.mode != 0 || foreign_group {
             return Err(FileError::untrusted(file, Untrusted::WritableByOthers, stat));
         }
         if self.is_private() && stat.uid != self.me {
@@ -96,11 +123,23 @@ impl Sharing {
     }
 
     /// Whether the directory that holds the lock keeps untrusted users from
-    /// replacing the lock's files: either they cannot write it, or its
-    /// sticky bit lets each user remove and rename only their own files.
+    /// replacing the lock's files (renaming one aside and another in its
+    /// place breaks any lock): its owner is the caller, root, or, for a
+    /// lock shared with a group, that group's; and the users who may write
+    /// it are the lock's users, or, for a private lock, anyone the sticky
+    /// bit keeps from touching files that are not theirs.
     pub fn check_dir(self, stat: &FileStat) -> Result<(), Error> {
+        let owner_trusted = stat.uid == self.me
+            || stat.uid == 0
+            || self.with_everyone()
+            || (self.with_group_only() && self.is_my_group(stat.gid));
+        if !owner_trusted {
+            return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, stat));
+        }
         let sticky = stat.permissions() & 0o1000 != 0;
-        if !sticky && stat.permissions() & 0o022 & !self.mode != 0 {
+        let writers = stat.permissions() & 0o022;
+        let foreign_group = self.with_group_only() && writers & 0o020 != 0 && !self.is_my_group(stat.gid);
+        if (writers & !self.mode != 0 && !(sticky && self.is_private())) || foreign_group {
             return Err(FileError::untrusted(FileRole::Directory, Untrusted::WritableByOthers, stat));
         }
         Ok(())
@@ -151,7 +190,18 @@ mod tests {
         assert_eq!(why(private.check(FileRole::Guard, &stat(0o666, me))), Some(Untrusted::WritableByOthers));
         assert_eq!(why(private.check(FileRole::Guard, &stat(0o600, me + 1))), Some(Untrusted::OwnedByOther));
         let group = Sharing::new(0o660);
-        assert_eq!(why(group.check(FileRole::Guard, &stat(0o660, me + 1))), None, "a group member's file");
+        let mine = sys::groups().0[0];
+        assert_eq!(
+            why(group.check(FileRole::Guard, &FileStat { gid: mine, ..stat(0o660, me + 1) })),
+            None,
+            "a group member's file"
+        );
+        let foreign = (1..).find(|gid| !group.is_my_group(*gid)).unwrap();
+        assert_eq!(
+            why(group.check(FileRole::Guard, &FileStat { gid: foreign, ..stat(0o660, me + 1) })),
+            Some(Untrusted::WritableByOthers),
+            "a file another group may write"
+        );
         assert_eq!(why(group.check(FileRole::Guard, &stat(0o662, me + 1))), Some(Untrusted::WritableByOthers));
         let everyone = Sharing::new(0o666);
         assert_eq!(why(everyone.check(FileRole::Guard, &stat(0o666, me + 1))), None);
@@ -169,6 +219,22 @@ mod tests {
         assert_eq!(why(private.check_dir(&dir(0o1777))), None, "like /tmp");
         assert_eq!(why(private.check_dir(&dir(0o755))), None);
         assert_eq!(why(private.check_dir(&dir(0o777))), Some(Untrusted::WritableByOthers));
-        assert_eq!(why(Sharing::new(0o660).check_dir(&dir(0o2770))), None, "a group-shared directory");
+        let group = Sharing::new(0o660);
+        let mine = sys::groups().0[0];
+        let shared = |mode, gid| FileStat { gid, ..dir(mode) };
+        assert_eq!(why(group.check_dir(&shared(0o2770, mine))), None, "a group-shared directory");
+        assert_eq!(
+            why(group.check_dir(&shared(0o1777, mine))),
+            Some(Untrusted::WritableByOthers),
+            "anyone may plant a file in /tmp before a lock shared with a group makes it"
+        );
+        let foreign = (1..).find(|gid| !group.is_my_group(*gid)).unwrap();
+        assert_eq!(why(group.check_dir(&shared(0o2770, foreign))), Some(Untrusted::WritableByOthers));
+        let theirs = FileStat { uid: me + 1, ..dir(0o755) };
+        assert_eq!(why(private.check_dir(&theirs)), Some(Untrusted::OwnedByOther), "its owner can rename our files");
+        assert_eq!(why(Sharing::new(0o666).check_dir(&theirs)), None);
+        if me != 0 {
+            assert_eq!(why(private.check_dir(&FileStat { uid: 0, ..dir(0o755) })), None, "root's directory");
+        }
     }
 }

@@ -71,7 +71,15 @@ fn refusal(scheme: Scheme, dir: &Path) -> ErrorKind {
 /// A queue's header on this boot, with `last_fence`.
 fn queue_header(last_fence: u64) -> Line {
     let boot = Owner::current().unwrap().boot;
-    Line::Header(Header { boot, not_before: 0, last_end: 0, floor: 0, last_fence, head_since: None })
+    Line::Header(Header {
+        kernel_boot: lockcore::BootId::kernel(),
+        boot,
+        not_before: 0,
+        last_end: 0,
+        floor: 0,
+        last_fence,
+        head_since: None,
+    })
 }
 
 /// The scheme's state file as a forger leaves it: its own format, free,

@@ -69,7 +69,11 @@ fn run_role(role: &str) {
         for (i, (query, mode)) in MODES.into_iter().enumerate() {
             let case = dir.join(&format!("case{i}"));
             std::fs::create_dir(&case).unwrap();
-            std::fs::set_permissions(&case, std::fs::Permissions::from_mode(0o1777)).unwrap();
+            // A lock shared with a group lives in a directory only the
+            // group may write (the library refuses one anyone may write:
+            // anyone could plant its files first); the others in one like /tmp.
+            let dir_mode = if mode == 0o660 { 0o770 } else { 0o1777 };
+            std::fs::set_permissions(&case, std::fs::Permissions::from_mode(dir_mode)).unwrap();
             check_modes(scheme, &case, query, mode);
         }
     });

@@ -336,7 +336,16 @@ fn planted_content(scheme: Scheme, planted: Planted) -> String {
         Scheme::Toplock => {
             let now = BootTime::now().nanos();
             let not_before = closed_until.map_or(0, |_| now.saturating_add(ten_years.as_nanos() as i64));
-            let header = Header { boot, not_before, last_end: now, floor: now, last_fence: fence, head_since: None };
+            let kernel_boot = lockcore::BootId::kernel();
+            let header = Header {
+                kernel_boot,
+                boot,
+                not_before,
+                last_end: now,
+                floor: now,
+                last_fence: fence,
+                head_since: None,
+            };
             let mut line = Line::Header(header).encode().as_bytes().to_vec();
             line.push(b'\n');
             line

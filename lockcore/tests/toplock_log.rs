@@ -62,7 +62,7 @@ fn made_up_nonce() -> String {
 /// A request by a process on another host, which may stay head without a
 /// grant for `ttl` before the others skip it.
 fn foreign_request(nonce: &str, pid: u32, ttl: Duration) -> String {
-    format!("R {nonce} elsewhere - {pid} 777 {} {}\n", ttl.as_nanos(), now_ns())
+    format!("R {nonce} elsewhere - 0 {pid} 777 {} {}\n", ttl.as_nanos(), now_ns())
 }
 
 /// Appends `D` lines for requests that were never made (no-ops in replay;
@@ -300,14 +300,16 @@ fn compaction_does_not_restart_a_stuck_heads_ttl() {
 #[test]
 fn a_header_with_the_largest_fence_or_another_version_is_corrupt() {
     let boot = lockcore::BootId::current().map_or("-".to_owned(), |id| format!("{id:?}"));
+    let kernel = lockcore::BootId::kernel().map_or("-".to_owned(), |id| format!("{id:?}"));
     let dir = TestDir::new("toplock-forged-header-largest");
     let queue = dir.join("queue");
-    write_private(&queue, format!("H 4 {boot} 0 0 0 {} -\n", u64::MAX));
+    write_private(&queue, format!("H 4 {kernel} {boot} 0 0 0 {} -\n", u64::MAX));
     let mut lock = open(&queue, "ttl=30s");
     assert_eq!(lock.inspect().map(|info| info.last_fence), Ok(u64::MAX));
     assert_eq!(kind(lock.try_acquire()), Err(ErrorKind::Corrupt(CorruptKind::Record)));
 
-    for (label, header) in [("version", "H 2 7 0 0 0 7 -\n".to_owned()), ("second", format!("H 4 {boot} 0 0 0 7 -\n"))]
+    for (label, header) in
+        [("version", "H 2 7 0 0 0 7 -\n".to_owned()), ("second", format!("H 4 {kernel} {boot} 0 0 0 7 -\n"))]
     {
         let dir = TestDir::new(&format!("toplock-forged-header-{label}"));
         let queue = dir.join("queue");
@@ -345,6 +347,25 @@ fn an_ungranted_head_is_skipped_by_its_own_ttl_not_the_readers() {
     );
 }
 
+/// A line stamped after every reader's clock (the end of time, say), which
+/// no writer of this boot can have written, is not believed: counted, it
+/// would hold the log's clock there, so that every grant ended the moment
+/// it was made and every waiter could take the lock from its holder.
+#[test]
+fn a_line_stamped_at_the_end_of_time_does_not_end_every_grant() {
+    let dir = TestDir::new("toplock-end-of-time");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=1h");
+    holder.try_acquire().unwrap();
+    append(&queue, format!("X {} {}\n", made_up_nonce(), i64::MAX).as_bytes());
+    let mut waiter = open(&queue, "ttl=1h");
+    assert_eq!(kind(waiter.try_acquire()), Err(ErrorKind::Busy), "the holder's grant ended at once");
+    assert_eq!(holder.release(Duration::ZERO), Ok(lockcore::ReleaseOutcome::Released));
+    assert!(waiter.acquire(Some(Duration::from_secs(20))).is_ok());
+    let mut third = open(&queue, "ttl=1h");
+    assert_eq!(kind(third.try_acquire()), Err(ErrorKind::Busy), "the next holder's grant too");
+}
+
 /// A request says how long its waiter will wait: the shorter of its `ttl`
 /// and its wait budget. A waiter that gives up, and whose request stays in
 /// the queue (its file held by others past the deadline, or the waiter
@@ -362,7 +383,7 @@ fn a_request_tells_how_long_its_waiter_waits() {
     let patience: Vec<i64> = text
         .lines()
         .filter(|l| l.starts_with("R "))
-        .map(|l| l.split(' ').nth(6).expect("a request's patience").parse().expect("nanoseconds"))
+        .map(|l| l.split(' ').nth(7).expect("a request's patience").parse().expect("nanoseconds"))
         .collect();
     assert_eq!(patience.len(), 2, "the holder's request and the waiter's: {text}");
     assert_eq!(patience[0], 50_000_000, "a try waits 50 ms");

@@ -510,8 +510,22 @@ pub fn var_usize(name: &str) -> usize {
 /// (names without the prefix). Its stdout (libtest's chatter) is dropped;
 /// its stderr is the parent's, so a failing child explains itself.
 pub fn spawn(role: &str, vars: &[(&str, String)]) -> Child {
+    child_command(&[], role, vars).spawn().unwrap_or_else(|e| panic!("spawn {role}: {e}"))
+}
+
+/// The command that re-executes this test binary in `role`, run through
+/// `wrapper` (a program and its arguments, such as `unshare --pid --fork`)
+/// when it is not empty.
+pub fn child_command(wrapper: &[&str], role: &str, vars: &[(&str, String)]) -> Command {
     let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new(exe);
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    };
     cmd.args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1", "--quiet"])
         .env(ROLE_VAR, role)
         .stdin(Stdio::null())
@@ -520,7 +534,7 @@ pub fn spawn(role: &str, vars: &[(&str, String)]) -> Child {
     for (name, value) in vars {
         cmd.env(format!("{VAR_PREFIX}{name}"), value);
     }
-    cmd.spawn().unwrap_or_else(|e| panic!("spawn {role}: {e}"))
+    cmd
 }
 
 /// Children that are killed and reaped if the test fails before it waited

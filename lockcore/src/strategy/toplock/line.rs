@@ -1,8 +1,8 @@
 //! The lines of a `toplock` queue file, and their one text form.
 //!
 //! ```text
-//! H 4 <boot id|-> <not before> <last end> <floor> <last fence> <head since|->   header: first, once
-//! R <nonce> <host> <boot|-> <pid> <start> <ttl|-> <t>   request (its place in the file is its place in the queue)
+//! H 4 <kernel boot|-> <clock|-> <not before> <last end> <floor> <last fence> <head since|->   header: first, once
+//! R <nonce> <host> <boot|-> <pid namespace> <pid> <start> <ttl|-> <t>   request (its place in the file is its place in the queue)
 //! G <nonce> <expires|never> <t> <fence>                 grant or renewal, written by the requester
 //! D <nonce> <t> <not before>                            done: released (with cooldown) or abandoned
 //! X <nonce> <t>                                         skip: the requester was found dead
@@ -41,7 +41,10 @@ pub enum Grant {
 /// The replay state a compaction carries in the header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// The boot whose clock the times count on.
+    /// The kernel's boot id when the queue was started: what tells a queue
+    /// of an earlier boot, whose requests all name processes that are gone.
+    pub kernel_boot: Option<BootId>,
+    /// The boot clock the times count on ([`BootId::current`]).
     pub boot: Option<BootId>,
     /// A cooldown: nobody is granted the lock before then.
     pub not_before: i64,
@@ -102,11 +105,14 @@ impl Line {
                 if words.next()? != VERSION {
                     return Some(Line::OtherVersion);
                 }
+                let mut boot = || match words.next()? {
+                    b"-" => Some(None),
+                    hex => Some(Some(BootId::parse(hex)?)),
+                };
+                let (kernel_boot, boot) = (boot()?, boot()?);
                 Line::Header(Header {
-                    boot: match words.next()? {
-                        b"-" => None,
-                        hex => Some(BootId::parse(hex)?),
-                    },
+                    kernel_boot,
+                    boot,
                     not_before: int(&mut words)?,
                     last_end: int(&mut words)?,
                     floor: int(&mut words)?,
@@ -155,10 +161,12 @@ impl Line {
     fn write_to(&self, out: &mut FixedText<LINE_CAPACITY>) -> core::fmt::Result {
         match *self {
             Line::Header(h) => {
-                out.push_bytes(b"H 4 ")?;
-                match h.boot {
-                    Some(boot) => write!(out, "{boot:?}")?,
-                    None => out.push_bytes(b"-")?,
+                out.push_bytes(b"H 4")?;
+                for boot in [h.kernel_boot, h.boot] {
+                    match boot {
+                        Some(boot) => write!(out, " {boot:?}")?,
+                        None => out.push_bytes(b" -")?,
+                    }
                 }
                 write!(out, " {} {} {} {}", h.not_before, h.last_end, h.floor, h.last_fence)?;
                 match h.head_since {
@@ -225,6 +233,7 @@ mod tests {
         let nonce = Nonce(u128::MAX);
         let lines = [
             Line::Header(Header {
+                kernel_boot: Some(BootId([0xcd; 16])),
                 boot: Some(BootId([0xab; 16])),
                 not_before: i64::MIN,
                 last_end: i64::MIN,
@@ -232,7 +241,15 @@ mod tests {
                 last_fence: u64::MAX,
                 head_since: Some(i64::MIN),
             }),
-            Line::Header(Header { boot: None, not_before: 0, last_end: 0, floor: 0, last_fence: 0, head_since: None }),
+            Line::Header(Header {
+                kernel_boot: None,
+                boot: None,
+                not_before: 0,
+                last_end: 0,
+                floor: 0,
+                last_fence: 0,
+                head_since: None,
+            }),
             Line::Request { nonce, owner: widest_owner(), patience: Some(i64::MAX), t: i64::MIN },
             Line::Request { nonce, owner: Owner { boot: None, ..widest_owner() }, patience: None, t: 0 },
             Line::Grant { nonce, until: Grant::Until(i64::MIN), t: i64::MIN, fence: u64::MAX },

@@ -93,7 +93,17 @@ impl Log {
         let reader_now = BootTime::now().nanos();
         self.replay.run(&self.bytes[..n], reader_now).map_err(unreadable)?;
         self.now = self.replay.now(reader_now);
-        Ok(self.replay.header.boot == cx.me.boot)
+        let header = self.replay.header;
+        if header.boot == cx.me.boot {
+            return Ok(true);
+        }
+        // Another clock on this very boot: a process in another time
+        // namespace wrote it. Its times cannot be read here, nor its
+        // requests passed over as those of an earlier boot.
+        if header.kernel_boot.is_some() && header.kernel_boot == crate::clock::BootId::kernel() {
+            return Err(Error::Unsupported("a toplock queue shared with processes of another time namespace"));
+        }
+        Ok(false)
     }
 
     /// Whether a request line of `line_len` bytes may join the queue: the
@@ -225,7 +235,15 @@ impl QueueFile {
 /// A new queue's header: on this boot, nothing pending, no cooldown, and
 /// `last_fence` carried over (a queue started afresh after a reboot).
 fn fresh_header(cx: &Context<'_>, last_fence: u64) -> Header {
-    Header { boot: cx.me.boot, not_before: 0, last_end: 0, floor: 0, last_fence, head_since: None }
+    Header {
+        kernel_boot: crate::clock::BootId::kernel(),
+        boot: cx.me.boot,
+        not_before: 0,
+        last_end: 0,
+        floor: 0,
+        last_fence,
+        head_since: None,
+    }
 }
 
 fn unreadable(why: Unreadable) -> Error {

@@ -86,6 +86,11 @@ pub struct Replay {
     /// Lines skipped as torn (a writer died or ran out of space inside its
     /// write; the next appender closes such a line).
     pub torn_lines: u32,
+    /// Lines skipped because they are stamped after the reader's clock: a
+    /// writer of this boot reads the boot clock before it appends, so no
+    /// line of one is ever ahead of a later reader. Believed, one such line
+    /// would hold the log's clock at its time, ending every grant at once.
+    pub future_lines: u32,
     /// A request whose ending the caller wants to know (its own), and how
     /// it ended, even after it was dropped from the table.
     pub watched: Option<Nonce>,
@@ -103,8 +108,17 @@ impl Replay {
         Replay {
             requests: [EMPTY_REQUEST; MAX_REQUESTS],
             count: 0,
-            header: Header { boot: None, not_before: 0, last_end: 0, floor: 0, last_fence: 0, head_since: None },
+            header: Header {
+                kernel_boot: None,
+                boot: None,
+                not_before: 0,
+                last_end: 0,
+                floor: 0,
+                last_fence: 0,
+                head_since: None,
+            },
             torn_lines: 0,
+            future_lines: 0,
             watched: None,
             watched_end: Ended::Pending,
         }
@@ -114,6 +128,7 @@ impl Replay {
     pub fn run(&mut self, bytes: &[u8], now: i64) -> Result<(), Unreadable> {
         self.count = 0;
         self.torn_lines = 0;
+        self.future_lines = 0;
         self.watched_end = Ended::Pending;
         let mut at = 0;
         while at < bytes.len() {
@@ -129,7 +144,13 @@ impl Replay {
             if offset == 0 {
                 match line {
                     Some(Line::Header(header)) => {
-                        self.header = header;
+                        // Its times, likewise, are never ahead of the reader.
+                        self.header = Header {
+                            last_end: header.last_end.min(now),
+                            floor: header.floor.min(now),
+                            head_since: header.head_since.map(|t| t.min(now)),
+                            ..header
+                        };
                         continue;
                     }
                     _ if rest.starts_with(b"H ") => return Err(Unreadable::Corrupt),
@@ -152,6 +173,10 @@ impl Replay {
                 | Line::Skip { t, .. }
                 | Line::Broken { t, .. } => t,
             };
+            if t > now {
+                self.future_lines += 1;
+                continue;
+            }
             self.header.floor = self.header.floor.max(t);
             let t = self.header.floor;
             self.advance(t);
@@ -332,7 +357,11 @@ impl Replay {
         match Line::parse(line) {
             Some(Line::Request { owner, .. }) => owner,
             // Replay parsed this very line as a request before recording it.
-            _ => Owner { host: HostName::UNKNOWN, boot: None, process: ProcessId { pid: 0, start_ticks: 0 } },
+            _ => Owner {
+                host: HostName::UNKNOWN,
+                boot: None,
+                process: ProcessId { namespace: 0, pid: 0, start_ticks: 0 },
+            },
         }
     }
 
@@ -347,6 +376,7 @@ impl Replay {
         // just below the head's own, so that the grant gets that fence back.
         let granted_head = head.filter(|r| r.grant != Grant::No);
         let header = Header {
+            kernel_boot: None,
             last_fence: granted_head.map_or(self.header.last_fence, |r| r.fence.saturating_sub(1)),
             head_since: head.map(|r| r.since),
             ..self.header
@@ -393,6 +423,7 @@ mod tests {
     impl Log {
         fn new(last_fence: u64) -> Log {
             let header = Header {
+                kernel_boot: None,
                 boot: Some(BootId([1; 16])),
                 not_before: 0,
                 last_end: 0,
@@ -511,10 +542,37 @@ mod tests {
         let mut log = Log::new(0);
         log.request(1, None, 100 * SECOND).grant(1, 101 * SECOND, 100 * SECOND, 1).request(2, None, 50);
         // The second request is stamped earlier, but the log's clock is at
-        // 100 s; at a reader's 60 s the grant is still valid.
-        let replay = log.replay(60 * SECOND);
+        // 100 s; the grant ends by the log's clock, not the earlier stamp.
+        let replay = log.replay(100 * SECOND + 5);
         assert_eq!(replay.now(60 * SECOND), 100 * SECOND);
-        assert_eq!(replay.holder(replay.now(60 * SECOND)), Some(0));
+        assert_eq!(replay.holder(replay.now(100 * SECOND + 5)), Some(0));
+    }
+
+    /// A line stamped after the reader's clock was written by no process of
+    /// this boot: counted, it would hold the log's clock at its time (the
+    /// end of time, say) and end every grant the moment it is made.
+    #[test]
+    fn a_line_from_the_future_is_not_believed() {
+        let mut log = Log::new(0);
+        log.request(1, None, 10).grant(1, 60 * SECOND, 11, 1).request(2, None, 12);
+        log.push(Line::Skip { nonce: Nonce(99), t: i64::MAX });
+        let replay = log.replay(SECOND);
+        assert_eq!(replay.future_lines, 1);
+        assert_eq!(replay.now(SECOND), SECOND, "the log's clock is the reader's");
+        assert_eq!(replay.holder(SECOND).map(|i| replay.requests[i].nonce.0), Some(1), "the holder keeps its grant");
+        let mut forged = Log(std::vec::Vec::new());
+        let header = Header {
+            kernel_boot: None,
+            boot: None,
+            not_before: 0,
+            last_end: i64::MAX,
+            floor: i64::MAX,
+            last_fence: 0,
+            head_since: Some(i64::MAX),
+        };
+        forged.push(Line::Header(header)).request(1, None, 10).grant(1, 60 * SECOND, 11, 1).request(2, None, 12);
+        let replay = forged.replay(SECOND);
+        assert_eq!(replay.holder(SECOND).map(|i| replay.requests[i].nonce.0), Some(1), "nor a header's");
     }
 
     #[test]

@@ -1,0 +1,146 @@
+//! The directory that holds a lock must keep untrusted users from replacing
+//! its files: whoever may rename a lock's file aside and put another in its
+//! place can let two holders in. On every scheme:
+//! * a private lock in a directory that belongs to another user is refused
+//!   (its owner may rename anything in it): `Untrusted`, naming the
+//!   directory, its owner and mode;
+//! * a lock shared with a group is refused in a directory anyone may write
+//!   (sticky or not: anyone may create its files there first) and in one a
+//!   foreign group may write; and a file of it whose group is foreign;
+//! * a directory reached through a symlink (`/var/lock` -> `/run/lock`) is
+//!   judged as the directory it is, not as the link;
+//! * a socket where a lock's file belongs is no lock (`NotALock`), not a
+//!   system error.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::*;
+use lockcore::{ErrorKind, FileRole};
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn chown(path: &Path, uid: Option<u32>, gid: Option<u32>) {
+    std::os::unix::fs::chown(path, uid, gid).unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A group this process is not in.
+fn foreign_group() -> u32 {
+    // SAFETY: getgid and getgroups are plain calls; 64 slots are enough for a test process.
+    let mut groups = [0 as libc::gid_t; 64];
+    let n = unsafe { libc::getgroups(64, groups.as_mut_ptr()) };
+    let mine: Vec<u32> = groups[..n.max(0) as usize].iter().copied().chain([unsafe { libc::getegid() }]).collect();
+    (60000..).find(|gid| !mine.contains(gid)).unwrap()
+}
+
+/// `try_acquire` of `spec` is refused as untrusted, about `file`.
+fn refused(spec: &str, file: FileRole) {
+    let mut lock = open_lock(spec);
+    let err = lock.try_acquire().expect_err("a lock in a place others may change");
+    assert_eq!((err.kind(), err.file()), (ErrorKind::Untrusted, Some(file)), "{spec}: {}", lock.describe(&err));
+}
+
+#[test]
+fn a_private_lock_in_another_users_directory_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to give a directory to another user");
+        return;
+    }
+    each_scheme("dir-of-another", |scheme, dir| {
+        let theirs = dir.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        set_mode(&theirs, 0o755);
+        chown(&theirs, Some(65534), None);
+        refused(&scheme.spec(&theirs, ""), FileRole::Directory);
+        assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0, "nothing was made there");
+    });
+}
+
+#[test]
+fn a_lock_shared_with_a_group_is_refused_where_others_may_write() {
+    each_scheme("dir-group", |scheme, dir| {
+        // Anyone may write /tmp: anyone may make the lock's files there first.
+        let like_tmp = dir.join("like-tmp");
+        std::fs::create_dir(&like_tmp).unwrap();
+        set_mode(&like_tmp, 0o1777);
+        refused(&scheme.spec(&like_tmp, "mode=0660"), FileRole::Directory);
+        if is_root() {
+            // A group this process is not in may write it.
+            let foreign = dir.join("foreign");
+            std::fs::create_dir(&foreign).unwrap();
+            chown(&foreign, None, Some(foreign_group()));
+            set_mode(&foreign, 0o2770);
+            refused(&scheme.spec(&foreign, "mode=0660"), FileRole::Directory);
+        }
+    });
+}
+
+#[test]
+fn a_file_a_foreign_group_may_write_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to give a file to a foreign group");
+        return;
+    }
+    each_scheme("file-group", |scheme, dir| {
+        let shared = dir.join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        set_mode(&shared, 0o770);
+        let spec = scheme.spec(&shared, "mode=0660");
+        // The library makes the lock's files, then one of them changes group.
+        open_lock(&spec).inspect().unwrap();
+        let state = scheme.state_path(&shared);
+        let before = std::fs::read(&state).unwrap();
+        chown(&state, None, Some(foreign_group()));
+        let role = if scheme.guard_path(&shared).is_some() { FileRole::Guard } else { FileRole::Lock };
+        refused(&spec, role);
+        assert_eq!(std::fs::read(&state).unwrap(), before, "nothing was written to it");
+    });
+}
+
+#[test]
+fn a_directory_reached_through_a_symlink_is_judged_as_itself() {
+    each_scheme("dir-through-link", |scheme, dir| {
+        let real = dir.join("real");
+        std::fs::create_dir(&real).unwrap();
+        set_mode(&real, 0o1777);
+        let link = dir.join("var-lock");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let mut lock = open_lock(&scheme.spec(&link, ""));
+        let acquired = lock.try_acquire();
+        assert!(acquired.is_ok(), "{:?}", acquired.map_err(|e| lock.describe(&e).to_string()));
+        lock.release(std::time::Duration::ZERO).unwrap();
+    });
+}
+
+#[test]
+fn a_socket_where_a_file_belongs_is_no_lock() {
+    each_scheme("socket", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "");
+        let lock_path = scheme.lock_path(dir.path());
+        let _listener = std::os::unix::net::UnixListener::bind(&lock_path).unwrap();
+        let mut lock = open_lock(&spec);
+        let err = lock.try_acquire().expect_err("a socket is no lock");
+        assert_eq!(err.kind(), ErrorKind::NotALock, "{spec}: {}", lock.describe(&err));
+        assert!(std::fs::symlink_metadata(&lock_path).unwrap().file_type().is_socket_like(), "the socket stays");
+    });
+}
+
+trait SocketLike {
+    fn is_socket_like(&self) -> bool;
+}
+
+impl SocketLike for std::fs::FileType {
+    fn is_socket_like(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.is_socket()
+    }
+}

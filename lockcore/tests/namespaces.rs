@@ -1,0 +1,91 @@
+//! A contender in another pid or time namespace of the same host (a
+//! container sharing the host name: `--net=host`, systemd `PrivatePIDs=`,
+//! `bwrap --unshare-pid`, `unshare --time`) never breaks a live holder's
+//! lock. It sees the same host name and boot id, but other pids (the
+//! holder's pid is missing from its `/proc`, or names another process) and
+//! another boot clock; it must judge the holder neither dead nor expired.
+//!
+//! The contender is this test binary run through `unshare(1)`; the tests
+//! need root and a kernel with those namespaces, and say they were skipped
+//! otherwise. `flock` is held by the kernel whatever the contender thinks.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use lockcore::ErrorKind;
+
+#[test]
+fn child_entry() {
+    child_main(run_role);
+}
+
+/// Exit status of a contender that got the lock (it releases it at once).
+const GOT_IT: i32 = 10;
+/// Exit status of a contender told the lock is busy.
+const BUSY: i32 = 11;
+/// Exit status of a contender told it cannot share the lock at all.
+const REFUSED: i32 = 12;
+
+fn run_role(role: &str) {
+    assert_eq!(role, "contend");
+    let spec = var("SPEC");
+    let mut lock = open_lock(&spec);
+    match lock.try_acquire() {
+        Ok(_) => {
+            let _ = lock.release(Duration::ZERO);
+            std::process::exit(GOT_IT)
+        }
+        Err(e) if e.kind() == ErrorKind::Busy => std::process::exit(BUSY),
+        Err(e) if e.kind() == ErrorKind::Unsupported => std::process::exit(REFUSED),
+        Err(e) => panic!("{spec}: {}", lock.describe(&e)),
+    }
+}
+
+/// Whether `unshare` with `args` can run a program here.
+fn unshare_works(args: &[&str]) -> bool {
+    Command::new("unshare").args(args).arg("true").status().is_ok_and(|status| status.success())
+}
+
+/// For every scheme: this process holds the lock (`query`); a contender run
+/// through `wrapper` must be told it is busy, or, where `refused` says so,
+/// that it cannot share the lock at all.
+fn a_contender_in(label: &str, wrapper: &[&str], query: &str, refused: &[Scheme]) {
+    if !unshare_works(&wrapper[1..]) {
+        eprintln!("skipped: `{}` does not run here (it needs root and the namespace)", wrapper.join(" "));
+        return;
+    }
+    each_scheme(label, |scheme, dir| {
+        let spec = scheme.spec(dir.path(), query);
+        let mut holder = open_lock(&spec);
+        holder.try_acquire().unwrap();
+        let status = child_command(wrapper, "contend", &[("SPEC", spec.clone())]).status().unwrap();
+        let expected = if refused.contains(&scheme) { REFUSED } else { BUSY };
+        assert_eq!(
+            status.code(),
+            Some(expected),
+            "{spec}: the contender in another namespace ({}) was not told the live holder holds it: {status}",
+            wrapper.join(" ")
+        );
+        assert_eq!(holder.release(Duration::ZERO), Ok(lockcore::ReleaseOutcome::Released));
+    });
+}
+
+#[test]
+fn a_contender_in_another_pid_namespace_does_not_break_a_live_holder() {
+    a_contender_in("pidns", &["unshare", "--pid", "--fork", "--mount-proc"], "ttl=1h", &[]);
+}
+
+#[test]
+fn a_contender_in_another_time_namespace_does_not_break_a_live_holder() {
+    // Its boot clock two hours ahead: an hour's TTL looks run out, and the
+    // holder's start time looks like another process's. A `toplock` queue
+    // keeps its times on the boot clock of the processes that share it: one
+    // on another clock is refused, rather than passed over as an earlier
+    // boot's.
+    let wrapper = ["unshare", "--time", "--boottime", "7200"];
+    a_contender_in("timens", &wrapper, "ttl=1h", &[Scheme::Toplock]);
+    a_contender_in("timens-stale-none", &wrapper, "ttl=1h&stale=none", &[Scheme::Toplock]);
+}
