@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::{var, Shm, CHILD_TEST, PATIENCE, ROLE_VAR, VAR_PREFIX};
+use super::{var, Shm, PATIENCE};
 
 /// The group an admin gives the users that share a lock directory.
 pub const SHARE_GROUP: &str = "lockcore-share";
@@ -152,18 +152,6 @@ impl TestUsers {
     pub fn spawn_as(&self, user: TestUser, umask: u32, role: &str, vars: &[(&str, String)]) -> UserChild {
         let Account { uid, gid, groups } = self.accounts[user.index()].clone();
         let stderr = anonymous_file();
-        let exe = std::env::current_exe().unwrap();
-        // `spawn` builds its Command and spawns it in one step, so the same
-        // command line is repeated here, with the change of user added.
-        let mut cmd = Command::new(exe);
-        cmd.args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1", "--quiet"])
-            .env(ROLE_VAR, role)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr.try_clone().unwrap())
-            // The parent's working directory may be closed to other users (a
-            // home of root's is often 0700); the child needs none.
-            .current_dir("/");
         let group_list: Vec<String> = groups.iter().map(|gid| gid.to_string()).collect();
         let identity = [
             ("AS_USER", user.name().to_owned()),
@@ -172,9 +160,12 @@ impl TestUsers {
             ("AS_GROUPS", group_list.join(",")),
             ("AS_UMASK", umask.to_string()),
         ];
-        for (name, value) in vars.iter().chain(&identity) {
-            cmd.env(format!("{VAR_PREFIX}{name}"), value);
-        }
+        let all_vars: Vec<(&str, String)> = vars.iter().chain(&identity).cloned().collect();
+        let mut cmd = super::child_command(&[], role, &all_vars);
+        cmd.stderr(stderr.try_clone().unwrap())
+            // The parent's working directory may be closed to other users (a
+            // home of root's is often 0700); the child needs none.
+            .current_dir("/");
         let umask = umask as libc::mode_t;
         // SAFETY: the closure runs in the forked child before exec. It makes
         // only async-signal-safe system calls, on data made before the fork,
