@@ -43,7 +43,7 @@ use crate::clock::{Moment, MonoTime};
 use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
 use crate::files::{self, with_suffix};
 use crate::owner::BootId;
-use crate::record::{parse_moment, write_moment};
+use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
 use crate::sys::{self, CPath, Fd, FileStat, OfdLock};
 use crate::text::{parse_u64, FixedText, Words};
 use crate::trust::Sharing;
@@ -169,7 +169,7 @@ impl GuardFile {
         let file = self.lock_file(OfdLock::Exclusive, deadline, initial.as_bytes(), boot)?;
         // The line only: `flock` keeps its holder's record after it.
         let mut bytes = [0u8; GUARD_RECORD_LEN];
-        let n = sys::pread_full(file.fd, &mut bytes, 0).map_err(|e| FileError::io(role, e))?;
+        let n = file.read(&mut bytes)?;
         let state = GuardState::parse(&bytes[..n], role)?;
         Ok(HeldGuard { now: file.now, file, state })
     }
@@ -189,7 +189,7 @@ impl GuardFile {
         let mut pause = Duration::from_micros(20);
         let pid = sys::getpid();
         let role = self.role;
-        loop {
+        let size = loop {
             if self.open.as_ref().map_or(true, |&(_, opener)| opener != pid) {
                 let (fd, _) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
                 self.open = Some((fd, pid));
@@ -207,7 +207,7 @@ impl GuardFile {
                             let _ = sys::ofd_unlock(fd);
                             return Err(e);
                         }
-                        break;
+                        break locked.size;
                     }
                     // Reopen, but by the same deadline: a file replaced over
                     // and over must not keep us here.
@@ -220,9 +220,9 @@ impl GuardFile {
             }
             sys::sleep(pause.min(deadline.remaining_from(now)));
             pause = (pause * 2).min(LONGEST_POLL);
-        }
+        };
         match self.open.as_ref() {
-            Some((fd, _)) => Ok(LockedFile { fd, role, now: Moment::now(boot) }),
+            Some((fd, _)) => Ok(LockedFile { fd, role, size, now: Moment::now(boot) }),
             None => Err(Error::not_a_lock(role)),
         }
     }
@@ -242,20 +242,52 @@ impl GuardFile {
 pub struct LockedFile<'a> {
     pub fd: &'a Fd,
     pub role: FileRole,
+    /// Its length when locked: it changes only under an exclusive lock,
+    /// and the holder of that keeps it up to date.
+    size: u64,
     /// The time, read once the lock was held: every decision made under it
     /// counts from here, not from before a wait for it.
     pub now: Moment,
 }
 
 impl LockedFile<'_> {
+    /// The file's length in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
     /// Reads the whole file, up to `buf.len()` bytes.
     pub fn read(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        sys::pread_full(self.fd, buf, 0).map_err(|e| FileError::io(self.role, e))
+        self.read_at(buf, 0)
+    }
+
+    /// Reads from `offset` to the end, up to `buf.len()` bytes: no more
+    /// than the file holds is asked for, so the read that would only find
+    /// the end is never made.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
+        let left = usize::try_from(self.size.saturating_sub(offset)).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        sys::pread_full(self.fd, &mut buf[..want], offset).map_err(|e| FileError::io(self.role, e))
     }
 
     /// Writes `bytes` at the start, in one `pwrite`.
-    pub fn write(&self, bytes: &[u8]) -> Result<(), Error> {
-        sys::pwrite_all(self.fd, bytes, 0).map_err(|e| FileError::io(self.role, e))
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.write_at(bytes, 0)
+    }
+
+    fn write_at(&mut self, bytes: &[u8], offset: u64) -> Result<(), Error> {
+        sys::pwrite_all(self.fd, bytes, offset).map_err(|e| FileError::io(self.role, e))?;
+        self.size = self.size.max(offset + bytes.len() as u64);
+        Ok(())
+    }
+
+    /// Cuts the file to `len` bytes, if it is longer.
+    fn truncate(&mut self, len: u64) -> Result<(), Error> {
+        if self.size > len {
+            sys::ftruncate(self.fd, len).map_err(|e| FileError::io(self.role, e))?;
+            self.size = len;
+        }
+        Ok(())
     }
 }
 
@@ -276,13 +308,12 @@ pub struct HeldGuard<'a> {
 }
 
 impl HeldGuard<'_> {
-    /// Closes the lock to everyone for `cooldown` from now (nothing for zero).
-    pub fn start_cooldown(&mut self, cooldown: Duration) -> Result<(), Error> {
-        if cooldown.is_zero() {
-            return Ok(());
+    /// Closes the lock to everyone for `cooldown` from now (nothing for
+    /// zero), in the state the next [`store`](Self::store) writes.
+    pub fn set_cooldown(&mut self, cooldown: Duration) {
+        if !cooldown.is_zero() {
+            self.state.cooldown_until = Some(self.now.saturating_add(cooldown));
         }
-        self.state.cooldown_until = Some(self.now.saturating_add(cooldown));
-        self.store()
     }
 
     /// Writes `state` back in one `pwrite`.
@@ -293,15 +324,21 @@ impl HeldGuard<'_> {
     /// Reads what follows the guard line (the holder's record, for a
     /// `flock` lock, whose locked file is not the library's to write).
     pub fn read_after(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        sys::pread_full(self.file.fd, buf, GUARD_RECORD_LEN as u64).map_err(|e| FileError::io(self.file.role, e))
+        self.file.read_at(buf, GUARD_RECORD_LEN as u64)
     }
 
-    /// Replaces what follows the guard line with `bytes`.
-    pub fn write_after(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let role = self.file.role;
-        sys::pwrite_all(self.file.fd, bytes, GUARD_RECORD_LEN as u64)
-            .and_then(|()| sys::ftruncate(self.file.fd, (GUARD_RECORD_LEN + bytes.len()) as u64))
-            .map_err(|e| FileError::io(role, e))
+    /// Writes `state` back with `record` after it (nothing for `None`), in
+    /// one `pwrite`, and cuts off whatever followed before.
+    pub fn store_with_record(&mut self, record: Option<&Record>) -> Result<(), Error> {
+        // Sized for the longest line and record: the pushes cannot fail.
+        let mut whole = FixedText::<{ GUARD_RECORD_LEN + RECORD_LINE_CAPACITY + 1 }>::new();
+        let _ = whole.push_bytes(self.state.encode().as_bytes());
+        if let Some(record) = record {
+            let _ = whole.push_bytes(record.encode_line().as_bytes());
+            let _ = whole.push_bytes(b"\n");
+        }
+        self.file.write(whole.as_bytes())?;
+        self.file.truncate(whole.as_bytes().len() as u64)
     }
 }
 

@@ -114,15 +114,6 @@ fn read_record(guard: &HeldGuard<'_>) -> Result<Option<Record>, Error> {
     }
 }
 
-fn write_record(guard: &mut HeldGuard<'_>, record: Option<&Record>) -> Result<(), Error> {
-    let mut line = crate::text::FixedText::<{ RECORD_LINE_CAPACITY + 1 }>::new();
-    if let Some(record) = record {
-        let _ = line.push_bytes(record.encode_line().as_bytes());
-        let _ = line.push_bytes(b"\n");
-    }
-    guard.write_after(line.as_bytes())
-}
-
 impl Strategy for Flock {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let fd = self.open_target(cx)?;
@@ -141,9 +132,8 @@ impl Strategy for Flock {
         }
         let fence = guard.state.next_fence(now)?;
         guard.state.cooldown_until = None;
-        guard.store()?;
         let record = new_record(cx, nonce, fence, now, ttl);
-        write_record(&mut guard, Some(&record))?;
+        guard.store_with_record(Some(&record))?;
         drop(guard);
         self.held = Some(fd);
         Ok(record)
@@ -161,8 +151,8 @@ impl Strategy for Flock {
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
         let expires =
             read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
-        write_record(&mut guard, None)?;
-        guard.start_cooldown(cooldown)?;
+        guard.set_cooldown(cooldown);
+        guard.store_with_record(None)?;
         let now = guard.now;
         drop(guard);
         sys::try_flock(fd, FlockOp::Unlock).map_err(|e| FileError::io(FileRole::Lock, e))?;
@@ -179,7 +169,7 @@ impl Strategy for Flock {
         let now = guard.now;
         let old = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
         let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..*held };
-        write_record(&mut guard, Some(&renewed))?;
+        guard.store_with_record(Some(&renewed))?;
         held.expires = renewed.expires;
         Ok(ProlongOutcome::of_own(old, now))
     }

@@ -106,7 +106,10 @@ impl<S: LockStore> Strategy for Guarded<S> {
         if !self.store.remove(cx, &found)? {
             return Ok(ReleaseOutcome::Lost);
         }
-        guard.start_cooldown(cooldown)?;
+        if !cooldown.is_zero() {
+            guard.set_cooldown(cooldown);
+            guard.store()?;
+        }
         Ok(ReleaseOutcome::of_own(on_disk.expires, guard.now))
     }
 

@@ -136,14 +136,14 @@ fn read(file: &LockedFile<'_>) -> Result<LeaseState, Error> {
     LeaseState::parse(&bytes[..n])
 }
 
-fn write(file: &LockedFile<'_>, state: &LeaseState) -> Result<(), Error> {
+fn write(file: &mut LockedFile<'_>, state: &LeaseState) -> Result<(), Error> {
     file.write(state.encode().as_bytes())
 }
 
 impl Strategy for Lease {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let signal = self.signal;
-        let file = self.lock(cx)?;
+        let mut file = self.lock(cx)?;
         let now = file.now;
         let state = read(&file)?;
         match state {
@@ -174,31 +174,31 @@ impl Strategy for Lease {
         let fence =
             crate::fence::next(state.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
         let record = new_record(cx, nonce, fence, now, ttl);
-        write(&file, &LeaseState::Held(record))?;
+        write(&mut file, &LeaseState::Held(record))?;
         Ok(record)
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let file = self.lock(cx)?;
+        let mut file = self.lock(cx)?;
         let now = file.now;
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => record,
             _ => return Ok(ReleaseOutcome::Lost),
         };
         let not_before = (!cooldown.is_zero()).then(|| now.saturating_add(cooldown));
-        write(&file, &LeaseState::Free { not_before, fence: on_disk.fence })?;
+        write(&mut file, &LeaseState::Free { not_before, fence: on_disk.fence })?;
         Ok(ReleaseOutcome::of_own(on_disk.expires, now))
     }
 
     fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let file = self.lock(cx)?;
+        let mut file = self.lock(cx)?;
         let now = file.now;
         let on_disk = match read(&file)? {
             LeaseState::Held(record) if record.nonce == held.nonce => record,
             _ => return Ok(ProlongOutcome::Lost),
         };
         let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..on_disk };
-        write(&file, &LeaseState::Held(renewed))?;
+        write(&mut file, &LeaseState::Held(renewed))?;
         held.expires = renewed.expires;
         Ok(ProlongOutcome::of_own(on_disk.expires, now))
     }
@@ -237,10 +237,10 @@ impl Strategy for Lease {
     }
 
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
-        let file = self.lock(cx)?;
+        let mut file = self.lock(cx)?;
         match read(&file)? {
             LeaseState::Held(record) => {
-                write(&file, &LeaseState::Free { not_before: None, fence: record.fence })?;
+                write(&mut file, &LeaseState::Free { not_before: None, fence: record.fence })?;
                 Ok(true)
             }
             LeaseState::Free { .. } => Ok(false),

@@ -214,8 +214,17 @@ fn remove_own_dir(path: &CPath) -> Result<(), Error> {
         Err(e) => return Err(FileError::from_errno(FileRole::Helper, path, e)),
     }
     drop(dir);
-    // A helper left by a prolong that died: found one at a time, each
-    // search on a fresh descriptor (reading a directory moves its offset).
+    let rmdir = || match sys::rmdir(path) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(true),
+        Err(Errno::ENOTEMPTY) | Err(Errno::EEXIST) => Ok(false),
+        Err(e) => Err(FileError::from_errno(FileRole::Helper, path, e)),
+    };
+    if rmdir()? {
+        return Ok(());
+    }
+    // Not empty: a helper left by a prolong that died, found one at a time,
+    // each search on a fresh descriptor (reading a directory moves its
+    // offset), or someone else's file, which stays.
     loop {
         let Some(dir) = open_dir(path)? else { return Ok(()) };
         let mut helper = [0u8; 6 + 32 + 1];
@@ -237,8 +246,5 @@ fn remove_own_dir(path: &CPath) -> Result<(), Error> {
             Err(e) => return Err(FileError::from_errno(FileRole::Helper, path, e)),
         }
     }
-    match sys::rmdir(path) {
-        Ok(()) | Err(Errno::ENOENT) | Err(Errno::ENOTEMPTY) | Err(Errno::EEXIST) => Ok(()),
-        Err(e) => Err(FileError::from_errno(FileRole::Helper, path, e)),
-    }
+    rmdir().map(drop)
 }

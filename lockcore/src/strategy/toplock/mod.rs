@@ -48,13 +48,12 @@ impl Toplock {
     }
 }
 
-/// A grant's end as a [`Moment`] seen at `now` (boot-clock nanoseconds of
-/// the log, and the wall clock's reading beside it).
-fn grant_expiry(cx: &Context<'_>, grant: Grant, log_now: i64, wall_now: WallTime) -> Option<Moment> {
+/// A grant's end as a [`Moment`], its wall time read beside the log's.
+fn grant_expiry(cx: &Context<'_>, grant: Grant, log: &Log) -> Option<Moment> {
     match grant {
         Grant::Until(until) => {
-            let ahead = until.saturating_sub(log_now);
-            let wall = WallTime::from_unix_nanos(wall_now.unix_nanos().saturating_add(ahead));
+            let ahead = until.saturating_sub(log.now);
+            let wall = WallTime::from_unix_nanos(log.wall.unix_nanos().saturating_add(ahead));
             Some(Moment { wall, boot: cx.me.boot.map(|id| (id, BootTime::from_nanos(until))) })
         }
         _ => None,
@@ -69,11 +68,10 @@ fn grant_passed(grant: Grant, log_now: i64) -> bool {
 fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
     let request = log.replay.requests[index];
     let owner = log.replay.owner(log.bytes(), index);
-    let wall_now = WallTime::now();
-    let expires = grant_expiry(cx, request.grant, log.now, wall_now);
-    // When its turn began, on the log's clock, as the wall clock reads it now.
+    let expires = grant_expiry(cx, request.grant, log);
+    // When its turn began, on the log's clock, as the wall clock reads it.
     let ago = log.now.saturating_sub(request.since).max(0);
-    let since = WallTime::from_unix_nanos(wall_now.unix_nanos().saturating_sub(ago));
+    let since = WallTime::from_unix_nanos(log.wall.unix_nanos().saturating_sub(ago));
     let record = Record { owner, nonce: request.nonce, fence: request.fence, since, expires };
     let liveness = cx.me.judge(&owner);
     Holder {
@@ -131,8 +129,8 @@ impl Strategy for Toplock {
                 return Err(Error::Busy(Contention::Queued { ahead, holder }));
             }
             if log.now < log.replay.header.not_before {
-                let until = WallTime::now()
-                    .saturating_add(Duration::from_nanos((log.replay.header.not_before - log.now) as u64));
+                let until =
+                    log.wall.saturating_add(Duration::from_nanos((log.replay.header.not_before - log.now) as u64));
                 return Err(Error::Busy(Contention::CoolingDown { until }));
             }
             // The grant and its fence are stamped under the exclusive lock
@@ -154,13 +152,12 @@ impl Strategy for Toplock {
             let request = me.map(|i| log.replay.requests[i]).filter(|r| r.grant != Grant::No);
             let Some(request) = request else { return Err(Error::Busy(Contention::Raced)) };
             self.pending = None;
-            let wall_now = WallTime::now();
             return Ok(Record {
                 owner: *cx.me,
                 nonce: mine,
                 fence: request.fence,
-                since: wall_now,
-                expires: grant_expiry(cx, request.grant, log.now, wall_now),
+                since: log.wall,
+                expires: grant_expiry(cx, request.grant, log),
             });
         }
         Err(Error::Busy(Contention::Raced))
@@ -239,7 +236,7 @@ impl Strategy for Toplock {
             !r.done() && r.grant != Grant::No && !grant_passed(r.grant, log.now) && log.replay.holder(log.now).is_some()
         });
         let Some(renewed) = renewed else { return Ok(ProlongOutcome::Lost) };
-        held.expires = grant_expiry(cx, renewed.grant, log.now, WallTime::now());
+        held.expires = grant_expiry(cx, renewed.grant, log);
         Ok(if was_expired { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
     }
 
@@ -272,7 +269,7 @@ impl Strategy for Toplock {
             holder: log.replay.holder(log.now).map(|h| holder_at(cx, log, h)),
             last_fence: log.replay.header.last_fence,
             cooldown_until: (not_before > log.now)
-                .then(|| WallTime::now().saturating_add(Duration::from_nanos((not_before - log.now) as u64))),
+                .then(|| log.wall.saturating_add(Duration::from_nanos((not_before - log.now) as u64))),
             queue_length: Some(log.replay.pending_count() as u32),
         })
     }

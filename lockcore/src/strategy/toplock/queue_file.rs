@@ -20,7 +20,7 @@
 //! process of this boot to change it starts it afresh, keeping only its
 //! last fence.
 
-use crate::clock::BootTime;
+use crate::clock::{BootTime, WallTime};
 use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
 use crate::files;
 use crate::guard::{GuardFile, LockedFile};
@@ -44,6 +44,8 @@ pub const COMPACT_AT: usize = 4 * 1024;
 pub struct QueueFile {
     file: GuardFile,
     sharing: Sharing,
+    /// The kernel's boot id, read once: what a new queue's header names.
+    kernel_boot: Option<crate::clock::BootId>,
     pub log: Log,
 }
 
@@ -55,6 +57,9 @@ pub struct Log {
     /// The time of the last read, on the log's clock (boot-clock
     /// nanoseconds, never behind a time written in the log).
     pub now: i64,
+    /// The wall clock read right beside `now`: what turns a time of the
+    /// log into a wall time without counting the replay in between.
+    pub wall: WallTime,
 }
 
 impl core::fmt::Debug for QueueFile {
@@ -91,6 +96,7 @@ impl Log {
         }
         self.len = n;
         let reader_now = BootTime::now().nanos();
+        self.wall = WallTime::now();
         self.replay.run(&self.bytes[..n], reader_now).map_err(unreadable)?;
         self.now = self.replay.now(reader_now);
         let header = self.replay.header;
@@ -120,7 +126,14 @@ impl QueueFile {
         QueueFile {
             file: GuardFile::new_append_only(path, FileRole::Lock, sharing),
             sharing,
-            log: Log { bytes: [0; QUEUE_CAPACITY], len: 0, replay: Replay::new(), now: 0 },
+            kernel_boot: crate::clock::BootId::kernel(),
+            log: Log {
+                bytes: [0; QUEUE_CAPACITY],
+                len: 0,
+                replay: Replay::new(),
+                now: 0,
+                wall: WallTime::from_unix_nanos(0),
+            },
         }
     }
 
@@ -133,7 +146,7 @@ impl QueueFile {
     /// or was written on another boot.
     pub fn load(&mut self, cx: &Context<'_>) -> Result<(), Error> {
         for _ in 0..2 {
-            let header = Line::Header(fresh_header(cx, 0)).encode();
+            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
             let file = self.file.lock_file(OfdLock::Shared, cx.deadline, header.as_bytes(), cx.me.boot)?;
             let this_boot = self.log.read(&file, cx)?;
             drop(file);
@@ -145,12 +158,26 @@ impl QueueFile {
         Ok(())
     }
 
-    /// Appends the line `build` makes from the log's time (boot-clock
-    /// nanoseconds) read under the exclusive lock, never past
+    /// Appends the line `build` makes from the time read under the
+    /// exclusive lock (boot-clock nanoseconds, never before the time of the
+    /// log as last read), never past
     /// [`QUEUE_CAPACITY`]: a full log is compacted first (admission keeps
     /// room for this line after that).
     pub fn append(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
-        self.append_if(cx, |_, now| Ok(build(now)))
+        for _ in 0..2 {
+            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
+            let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
+            // Only its length is needed: a grant, a release or a skip is
+            // judged by the replays that read it, not by its writer.
+            let size = usize::try_from(file.size()).unwrap_or(usize::MAX);
+            let line = build(self.log.now.max(BootTime::now().nanos())).encode();
+            if size.saturating_add(1 + line.as_bytes().len()) < QUEUE_CAPACITY {
+                return append_line(&file, size, line.as_bytes());
+            }
+            drop(file);
+            self.compact(cx, true)?;
+        }
+        Err(Error::Busy(Contention::QueueFull))
     }
 
     /// [`append`](Self::append) of a new request, if the queue admits it:
@@ -158,23 +185,15 @@ impl QueueFile {
     /// other request slips in between. [`Contention::QueueFull`] when it
     /// does not: nobody's place is taken, and the caller asks again.
     pub fn append_request(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
-        self.append_if(cx, |log, now| {
-            let line = build(now);
-            if log.admits(line.encode().as_bytes().len()) {
-                Ok(line)
-            } else {
-                Err(Error::Busy(Contention::QueueFull))
-            }
-        })
-    }
-
-    fn append_if(&mut self, cx: &Context<'_>, decide: impl Fn(&Log, i64) -> Result<Line, Error>) -> Result<(), Error> {
         for _ in 0..2 {
-            let header = Line::Header(fresh_header(cx, 0)).encode();
+            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
             let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
             let this_boot = self.log.read(&file, cx)?;
             if this_boot {
-                let line = decide(&self.log, self.log.now)?.encode();
+                let line = build(self.log.now).encode();
+                if !self.log.admits(line.as_bytes().len()) {
+                    return Err(Error::Busy(Contention::QueueFull));
+                }
                 if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
                     return append_line(&file, self.log.len, line.as_bytes());
                 }
@@ -191,7 +210,7 @@ impl QueueFile {
     /// of another boot, whose requests all name processes that are gone).
     fn compact(&mut self, cx: &Context<'_>, force: bool) -> Result<(), Error> {
         let path = self.file.path().clone();
-        let header = Line::Header(fresh_header(cx, 0)).encode();
+        let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
         let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
         let this_boot = self.log.read(&file, cx)?;
         let bytes = self.log.bytes();
@@ -202,7 +221,9 @@ impl QueueFile {
         if this_boot {
             self.log.replay.compacted(bytes, &mut |piece| out.push(piece))?;
         } else {
-            out.push(Line::Header(fresh_header(cx, self.log.replay.header.last_fence)).encode().as_bytes())?;
+            out.push(
+                Line::Header(fresh_header(cx, self.kernel_boot, self.log.replay.header.last_fence)).encode().as_bytes(),
+            )?;
         }
         let helper = files::create_helper_file(&path, self.sharing.mode(), out.bytes())?;
         // Appenders wait on our exclusive lock, then see that the path names
@@ -223,7 +244,7 @@ impl QueueFile {
         cx: &Context<'_>,
         action: impl FnOnce(&Log) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let header = Line::Header(fresh_header(cx, 0)).encode();
+        let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
         let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
         self.log.read(&file, cx)?;
         let result = action(&self.log);
@@ -234,16 +255,8 @@ impl QueueFile {
 
 /// A new queue's header: on this boot, nothing pending, no cooldown, and
 /// `last_fence` carried over (a queue started afresh after a reboot).
-fn fresh_header(cx: &Context<'_>, last_fence: u64) -> Header {
-    Header {
-        kernel_boot: crate::clock::BootId::kernel(),
-        boot: cx.me.boot,
-        not_before: 0,
-        last_end: 0,
-        floor: 0,
-        last_fence,
-        head_since: None,
-    }
+fn fresh_header(cx: &Context<'_>, kernel_boot: Option<crate::clock::BootId>, last_fence: u64) -> Header {
+    Header { kernel_boot, boot: cx.me.boot, not_before: 0, last_end: 0, floor: 0, last_fence, head_since: None }
 }
 
 fn unreadable(why: Unreadable) -> Error {
