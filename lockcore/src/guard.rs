@@ -39,7 +39,7 @@
 use core::fmt::Write;
 use core::time::Duration;
 
-use crate::clock::{Moment, MonoTime};
+use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
 use crate::files::{self, with_suffix};
 use crate::owner::BootId;
@@ -119,11 +119,15 @@ impl GuardState {
         self.cooldown_until.is_some_and(|until| !until.has_come(now))
     }
 
+    /// When the cooldown that keeps the lock closed at `now` ends, as the
+    /// wall clock reads it at `now`; `None` if none does.
+    pub fn cooldown_end_seen(&self, now: Moment) -> Option<WallTime> {
+        self.cooldown_until.filter(|_| self.cooling_down(now)).map(|until| until.wall_as_seen(now))
+    }
+
     /// Why the lock is closed at `now`, if it is cooling down.
     pub fn cooldown_contention(&self, now: Moment) -> Option<Contention> {
-        self.cooldown_until
-            .filter(|_| self.cooling_down(now))
-            .map(|until| Contention::CoolingDown { until: until.wall_as_seen(now) })
+        self.cooldown_end_seen(now).map(|until| Contention::CoolingDown { until })
     }
 }
 

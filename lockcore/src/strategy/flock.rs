@@ -220,11 +220,7 @@ impl Strategy for Flock {
         Ok(Inspection {
             holder,
             last_fence: guard.state.fence,
-            cooldown_until: guard
-                .state
-                .cooldown_until
-                .filter(|_| guard.state.cooling_down(guard.now))
-                .map(|until| until.wall_as_seen(guard.now)),
+            cooldown_until: guard.state.cooldown_end_seen(guard.now),
             queue_length: None,
         })
     }

@@ -146,11 +146,7 @@ impl<S: LockStore> Strategy for Guarded<S> {
         Ok(Inspection {
             holder,
             last_fence: guard.state.fence.max(found.map_or(0, |found| found.fence())),
-            cooldown_until: guard
-                .state
-                .cooldown_until
-                .filter(|_| guard.state.cooling_down(guard.now))
-                .map(|until| until.wall_as_seen(guard.now)),
+            cooldown_until: guard.state.cooldown_end_seen(guard.now),
             queue_length: None,
         })
     }
