@@ -457,9 +457,9 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
 lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
 
 /**
- * The commit step of seed 000: replaces `target_path` with the finished file
- * `temp_path` (by rename(2), so readers see the old file or the new one)
- * only if this handle still holds the lock at that moment. Returns
+ * Replaces `target_path` with the finished file `temp_path` (by
+ * rename(2), so readers see the old file or the new one) only if this
+ * handle still holds the lock at that moment. Returns
  * `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
  * or `LOCK_LOST` (someone else holds it: not committed; the handle holds
  * nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's

@@ -738,7 +738,7 @@ static bool test_foreign_locks(void) {
     CHECK(unlink(lock) == 0);
     CLOSE(h);
 
-    /* a plain `mkdir` lock (seed 001) excludes the mkdir strategy */
+    /* a plain `mkdir` lock, as a shell script takes it, excludes the mkdir strategy */
     char lockdir[HARNESS_PATH_MAX];
     path_join(lockdir, sizeof lockdir, dir, mkdir_scheme->lock_name);
     CHECK(mkdir(lockdir, 0755) == 0);
@@ -751,7 +751,7 @@ static bool test_foreign_locks(void) {
     CHECK_RC(lock_release(h, 0), LOCK_OK);
     CLOSE(h);
 
-    /* an IPC::Lock::WithTTL link (seed 004: target "<name>.<pid>", mtime the
+    /* an IPC::Lock::WithTTL link (target "<name>.<pid>", mtime the
      * expiry) excludes the symlink strategy until its mtime has passed */
     char link_path[HARNESS_PATH_MAX], seen[256];
     path_join(link_path, sizeof link_path, dir, symlink_scheme->lock_name);

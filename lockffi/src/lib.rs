@@ -361,9 +361,9 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
     })
 }
 
-/// The commit step of seed 000: replaces `target_path` with the finished file
-/// `temp_path` (by rename(2), so readers see the old file or the new one)
-/// only if this handle still holds the lock at that moment. Returns
+/// Replaces `target_path` with the finished file `temp_path` (by
+/// rename(2), so readers see the old file or the new one) only if this
+/// handle still holds the lock at that moment. Returns
 /// `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
 /// or `LOCK_LOST` (someone else holds it: not committed; the handle holds
 /// nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
@@ -703,6 +703,10 @@ mod tests {
             assert_eq!(lock_release(handle, 0), lock_result::LOCK_OK);
             lock_close(handle);
         }
-        std::fs::remove_file(path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        // flock keeps its fence and cooldown beside the target.
+        let mut guard = path.into_os_string();
+        guard.push(".guard");
+        std::fs::remove_file(guard).unwrap();
     }
 }
