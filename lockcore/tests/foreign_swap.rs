@@ -164,13 +164,20 @@ fn swap(scheme: Scheme, lock: &Path, dir: &Path, dead: i32, shm: &Shm) {
         rng ^= rng << 17;
         std::thread::sleep(Duration::from_micros(rng % max_us));
     };
-    for turn in 0..TURNS {
+    // Turns end when the peer has placed its fresh lock TURNS times, not
+    // after TURNS tries: a holder descheduled while it holds the lock must
+    // not use up every turn of the peer.
+    let give_up_turns = Instant::now() + Duration::from_secs(60);
+    let mut turn = 0u64;
+    while shm.get(PLACED) < TURNS && Instant::now() < give_up_turns {
+        turn += 1;
         let stale = dir.join(format!("peer-stale-{turn}"));
         make_peer_lock(scheme, &stale, false, dead);
         // A lock directory of lockcore's (with its record) cannot be
-        // renamed over: the peer finds the lock taken and tries next turn.
+        // renamed over: the peer finds the lock taken and tries again.
         if std::fs::rename(&stale, lock).is_err() {
             let _ = std::fs::remove_dir(&stale);
+            pause(1_000);
             continue;
         }
         pause(2_000);
@@ -179,6 +186,7 @@ fn swap(scheme: Scheme, lock: &Path, dir: &Path, dead: i32, shm: &Shm) {
         let pinned = pin(&fresh);
         if std::fs::rename(&fresh, lock).is_err() {
             let _ = std::fs::remove_dir(&fresh);
+            pause(1_000);
             continue;
         }
         shm.at(PLACED).fetch_add(1, SeqCst);
