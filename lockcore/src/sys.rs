@@ -683,8 +683,8 @@ pub fn set_times_nofollow(path: &CPath, unix_nanos: i64) -> SysResult<()> {
         tv_nsec: unix_nanos.rem_euclid(1_000_000_000) as libc::c_long,
     };
     let times = [ts, ts];
-    // SAFETY: NUL-terminated path; `times` holds the two timespecs utimensat reads.
     retry(|| {
+        // SAFETY: NUL-terminated path; `times` holds the two timespecs utimensat reads.
         cvt(unsafe {
             libc::utimensat(libc::AT_FDCWD, path.as_cstr().as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
         })

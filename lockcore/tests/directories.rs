@@ -35,10 +35,12 @@ fn is_root() -> bool {
 
 /// A group this process is not in.
 fn foreign_group() -> u32 {
-    // SAFETY: getgid and getgroups are plain calls; 64 slots are enough for a test process.
     let mut groups = [0 as libc::gid_t; 64];
+    // SAFETY: `groups` has room for the 64 ids getgroups may write.
     let n = unsafe { libc::getgroups(64, groups.as_mut_ptr()) };
-    let mine: Vec<u32> = groups[..n.max(0) as usize].iter().copied().chain([unsafe { libc::getegid() }]).collect();
+    // SAFETY: getegid cannot fail.
+    let effective = unsafe { libc::getegid() };
+    let mine: Vec<u32> = groups[..n.max(0) as usize].iter().copied().chain([effective]).collect();
     (60000..).find(|gid| !mine.contains(gid)).unwrap()
 }
 
