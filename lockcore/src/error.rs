@@ -515,9 +515,29 @@ impl fmt::Display for Error {
     }
 }
 
+// The inner errors are part of each Display text, so none is also given as
+// a `source`: an error chain would print it twice.
+impl core::error::Error for Error {}
+impl core::error::Error for SpecError {}
+impl core::error::Error for FileError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What an application does with the library's errors: `?` into its
+    /// own error type, and the same text as `Display` when printed.
+    #[test]
+    fn errors_go_into_an_applications_boxed_error_with_question_mark() {
+        fn open(spec: &str) -> Result<crate::Lock, std::boxed::Box<dyn std::error::Error>> {
+            Ok(crate::Lock::open(spec)?)
+        }
+        let err = open("nosuchscheme:/tmp/x").expect_err("an unknown scheme");
+        let Err(direct) = crate::Lock::open("nosuchscheme:/tmp/x") else { panic!("an unknown scheme") };
+        use std::string::ToString;
+        assert_eq!(err.to_string(), direct.to_string());
+        assert!(err.downcast_ref::<Error>().is_some(), "the boxed error is lockcore's: {err:?}");
+    }
 
     #[test]
     fn a_permission_error_names_the_owner_and_mode_of_what_refused() {

@@ -129,9 +129,10 @@ impl fmt::Debug for Lock {
 }
 
 impl Lock {
-    /// Parses `spec` and prepares the lock. No file is touched yet.
-    pub fn open(spec: &[u8]) -> Result<Lock, Error> {
-        Lock::with_spec(Spec::parse(spec)?)
+    /// Parses `spec` (a `&str`, or bytes: a path need not be UTF-8) and
+    /// prepares the lock. No file is touched yet.
+    pub fn open(spec: impl AsRef<[u8]>) -> Result<Lock, Error> {
+        Lock::with_spec(Spec::parse(spec.as_ref())?)
     }
 
     pub fn with_spec(spec: Spec) -> Result<Lock, Error> {
