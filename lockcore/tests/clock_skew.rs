@@ -150,19 +150,6 @@ const HOUR: i64 = 3600;
 // A live LockFile::Simple holder
 // ---------------------------------------------------------------------------
 
-fn perl_available() -> bool {
-    let ok = Command::new("perl")
-        .args(["-MLockFile::Simple", "-e1"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI must install liblockfile-simple-perl");
-        eprintln!("skipped: perl with LockFile::Simple is not installed");
-    }
-    ok
-}
-
 /// A Perl process that takes the lock of `data`, says so, and unlocks when
 /// its stdin closes.
 fn perl_holder(data: &Path) -> std::process::Child {

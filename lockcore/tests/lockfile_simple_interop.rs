@@ -23,19 +23,6 @@ use strict; use warnings; use LockFile::Simple; use Fcntl;
 $| = 1;
 "#;
 
-fn perl_available() -> bool {
-    let ok = Command::new("perl")
-        .args(["-MLockFile::Simple", "-e1"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI must install liblockfile-simple-perl");
-        eprintln!("skipped: perl with LockFile::Simple is not installed");
-    }
-    ok
-}
-
 fn temp_dir(label: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lockcore-perl-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -87,7 +74,7 @@ fn perl_trylock(data: &Path) -> bool {
 
 #[test]
 fn a_perl_holder_excludes_us_until_it_unlocks() {
-    if !perl_available() {
+    if !common::perl_available() {
         return;
     }
     let dir = temp_dir("holder");
@@ -113,7 +100,7 @@ fn a_perl_holder_excludes_us_until_it_unlocks() {
 
 #[test]
 fn our_lock_excludes_perl_and_perl_reads_our_pid() {
-    if !perl_available() {
+    if !common::perl_available() {
         return;
     }
     let dir = temp_dir("ours");
@@ -130,7 +117,7 @@ fn our_lock_excludes_perl_and_perl_reads_our_pid() {
 
 #[test]
 fn a_killed_perl_holder_is_broken_at_once_and_perl_breaks_ours() {
-    if !perl_available() {
+    if !common::perl_available() {
         return;
     }
     let dir = temp_dir("killed");
@@ -171,7 +158,7 @@ fn dead_pid() -> u32 {
 /// inside at once in either language.
 #[test]
 fn perl_and_lockcore_processes_share_a_counter_without_overlap() {
-    if !perl_available() {
+    if !common::perl_available() {
         return;
     }
     const EACH: u32 = 100;

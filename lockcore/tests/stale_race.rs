@@ -408,19 +408,6 @@ if ($in) {
 }
 "#;
 
-fn perl_available() -> bool {
-    let ok = Command::new("perl")
-        .args(["-MLockFile::Simple", "-e1"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI must install liblockfile-simple-perl");
-        eprintln!("skipped: perl with LockFile::Simple is not installed");
-    }
-    ok
-}
-
 /// A dead owner's `lockfile` lock, broken at once by 16 racers and by a
 /// LockFile::Simple process that judges the pid in its first line dead.
 ///

@@ -640,3 +640,19 @@ pub fn sigkill(pid: u32) {
     let r = unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     assert_eq!(r, 0, "kill {pid}: {}", std::io::Error::last_os_error());
 }
+
+/// Whether Perl with LockFile::Simple can run here: the peer of the
+/// interoperation tests. Without it they say they are skipped, except under
+/// CI, which must install it.
+pub fn perl_available() -> bool {
+    let ok = Command::new("perl")
+        .args(["-MLockFile::Simple", "-e1"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "CI must install liblockfile-simple-perl");
+        eprintln!("skipped: perl with LockFile::Simple is not installed");
+    }
+    ok
+}
