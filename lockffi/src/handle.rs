@@ -61,6 +61,8 @@ pub(crate) struct Warning {
 }
 
 impl lock_handle {
+    /// A handle for `lock`, with no watchdog, no warning callback, and no
+    /// caller inside it.
     pub fn new(lock: Lock) -> lock_handle {
         lock_handle {
             watchdog: UnsafeCell::new(None),

@@ -33,6 +33,7 @@
 //!   `lock_info` are stable within a major version; `lock_handle` is opaque.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(missing_docs)]
 
 mod autoclean;
 mod boundary;
