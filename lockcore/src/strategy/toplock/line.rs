@@ -59,6 +59,12 @@ pub struct Header {
     pub head_since: Option<i64>,
 }
 
+impl Header {
+    /// A queue with no history: no boot named, no cooldown, no fence yet.
+    pub const EMPTY: Header =
+        Header { kernel_boot: None, boot: None, not_before: 0, last_end: 0, floor: 0, last_fence: 0, head_since: None };
+}
+
 /// One parsed line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line {
@@ -241,15 +247,7 @@ mod tests {
                 last_fence: u64::MAX,
                 head_since: Some(i64::MIN),
             }),
-            Line::Header(Header {
-                kernel_boot: None,
-                boot: None,
-                not_before: 0,
-                last_end: 0,
-                floor: 0,
-                last_fence: 0,
-                head_since: None,
-            }),
+            Line::Header(Header::EMPTY),
             Line::Request { nonce, owner: widest_owner(), patience: Some(i64::MAX), t: i64::MIN },
             Line::Request { nonce, owner: Owner { boot: None, ..widest_owner() }, patience: None, t: 0 },
             Line::Grant { nonce, until: Grant::Until(i64::MIN), t: i64::MIN, fence: u64::MAX },

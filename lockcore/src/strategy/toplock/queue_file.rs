@@ -256,7 +256,7 @@ impl QueueFile {
 /// A new queue's header: on this boot, nothing pending, no cooldown, and
 /// `last_fence` carried over (a queue started afresh after a reboot).
 fn fresh_header(cx: &Context<'_>, kernel_boot: Option<crate::clock::BootId>, last_fence: u64) -> Header {
-    Header { kernel_boot, boot: cx.me.boot, not_before: 0, last_end: 0, floor: 0, last_fence, head_since: None }
+    Header { kernel_boot, boot: cx.me.boot, last_fence, ..Header::EMPTY }
 }
 
 fn unreadable(why: Unreadable) -> Error {

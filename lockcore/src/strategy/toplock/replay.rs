@@ -108,15 +108,7 @@ impl Replay {
         Replay {
             requests: [EMPTY_REQUEST; MAX_REQUESTS],
             count: 0,
-            header: Header {
-                kernel_boot: None,
-                boot: None,
-                not_before: 0,
-                last_end: 0,
-                floor: 0,
-                last_fence: 0,
-                head_since: None,
-            },
+            header: Header::EMPTY,
             torn_lines: 0,
             future_lines: 0,
             watched: None,
@@ -422,15 +414,7 @@ mod tests {
 
     impl Log {
         fn new(last_fence: u64) -> Log {
-            let header = Header {
-                kernel_boot: None,
-                boot: Some(BootId([1; 16])),
-                not_before: 0,
-                last_end: 0,
-                floor: 0,
-                last_fence,
-                head_since: None,
-            };
+            let header = Header { boot: Some(BootId([1; 16])), last_fence, ..Header::EMPTY };
             Log(Line::Header(header).encode().as_bytes().to_vec())
         }
         fn push(&mut self, line: Line) -> &mut Log {
