@@ -95,7 +95,7 @@ fn schemes_header() -> String {
             out,
             "    LOCKCORE_SCHEME(\"{}\", \"{TARGET}\", {}, {guard}, {}) \\",
             scheme.name(),
-            relative(lock.path().as_bytes()),
+            relative(lock.path().expect("a lock that keeps files").as_bytes()),
             scheme.breaks_stale_locks()
         )
         .expect("writing to a String");

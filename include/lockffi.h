@@ -168,6 +168,11 @@ typedef enum {
    */
   LOCK_ERR_PATH_TOO_LONG = 205,
   /**
+   * The target of a network lock is no
+   * `//[user[:password]@]host[:port][/db]/key`.
+   */
+  LOCK_ERR_SPEC_BAD_URL = 206,
+  /**
    * A directory on the lock's path does not exist.
    */
   LOCK_ERR_NOT_FOUND = 300,

@@ -34,6 +34,9 @@ pub enum SpecErrorKind {
     DuplicateKey,
     /// The target, or a path derived from it, is longer than `PATH_MAX`.
     PathTooLong,
+    /// The target of a network lock is no
+    /// `//[user[:password]@]host[:port][/db]/key` ([`crate::endpoint`]).
+    BadUrl,
 }
 
 /// Longest key name an error keeps; longer names are cut (they are unknown anyway).
@@ -84,7 +87,14 @@ impl fmt::Display for SpecError {
                 write!(f, "\\x{b:02x}")?;
             }
         }
-        write!(f, "': {}", self.reason)
+        write!(f, "': {}", self.reason)?;
+        if self.kind == SpecErrorKind::UnknownScheme {
+            // The list comes from the registry, so it is this build's.
+            for (i, scheme) in crate::registry::Scheme::ALL.iter().enumerate() {
+                write!(f, "{}{}", if i == 0 { " " } else { ", " }, scheme.name())?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -276,8 +286,9 @@ pub enum Error {
     NotHeld,
     /// `acquire` on a handle that already holds its lock.
     AlreadyHeld,
-    /// The strategy cannot keep this promise (for example a break of `flock`).
-    Unsupported(&'static str),
+    /// The lock cannot do this: its scheme lacks the ability, or this host
+    /// lacks what it needs.
+    Unsupported(Unsupported),
     /// The handle's lock was taken by the parent process; a child of `fork()`
     /// may neither release nor prolong it.
     Forked,
@@ -292,6 +303,31 @@ pub enum Error {
     CommitOntoLock,
     /// A system error that concerns no file of the lock (no randomness, no clock).
     Os(Errno),
+}
+
+/// Why a lock cannot do what it was asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unsupported {
+    /// The scheme's registry entry does not list the ability: known when the
+    /// lock is opened ([`Scheme::supports`](crate::Scheme::supports)), and
+    /// answered before any file is touched.
+    Ability {
+        /// The lock's scheme.
+        scheme: crate::registry::Scheme,
+        /// What it cannot do.
+        ability: crate::registry::Ability,
+    },
+    /// The scheme can, but not here: the words say what is missing.
+    Here(&'static str),
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unsupported::Ability { scheme, ability } => write!(f, "a {} lock cannot {}", scheme.name(), ability.what()),
+            Unsupported::Here(what) => write!(f, "this strategy does not support {what}"),
+        }
+    }
 }
 
 /// What an [`Error`] is, without its details: the list to match on, and
@@ -498,7 +534,7 @@ impl fmt::Display for Error {
             Error::Timeout(why) => write!(f, "the wait budget ran out: {why}"),
             Error::NotHeld => f.write_str("this handle does not hold its lock"),
             Error::AlreadyHeld => f.write_str("this handle already holds its lock"),
-            Error::Unsupported(what) => write!(f, "this strategy does not support {what}"),
+            Error::Unsupported(why) => write!(f, "{why}"),
             Error::Forked => f.write_str("the lock belongs to the parent process of this fork"),
             Error::File(e) => write!(f, "{e}"),
             Error::Commit(errno) => {

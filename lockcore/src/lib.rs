@@ -40,11 +40,14 @@
 //! * Release and prolong tell apart done, **expired** and **lost**.
 //!
 //! ## Adding a strategy
-//! 1. Add a file in `src/strategy/`. If its lock is a path that is made in
-//!    one step but broken in several (read, judge, remove), implement
-//!    [`strategy::guarded::LockStore`] (read, create, replace, remove) and
-//!    let [`strategy::guarded::Guarded`] supply every policy. Otherwise
-//!    implement [`Strategy`] itself; read its contract first.
+//! 1. Add a file in `src/strategy/` (`strategy/example.rs` is the template,
+//!    built with the `example-scheme` feature). If its lock is a path that
+//!    is made in one step but broken in several (read, judge, remove),
+//!    implement [`strategy::guarded::LockStore`] (read, create, replace,
+//!    remove) and let [`strategy::guarded::Guarded`] supply every policy.
+//!    Otherwise implement [`Strategy`] itself, and each optional ability
+//!    ([`strategy::Prolong`], [`strategy::Break`], ...) it has; read the
+//!    contract first.
 //! 2. Make no system call except through [`sys`] (add a wrapper there if
 //!    one is missing), and allocate nothing: buffers are fixed arrays.
 //! 3. Create files complete, with exactly the sharing's mode, under helper
@@ -55,11 +58,11 @@
 //!    wait by `cx.deadline`. Draw fences with [`fence::next`]. Answer
 //!    `release`, `prolong` and `run_while_held` from the record on disk, not
 //!    from the handle's memory.
-//! 5. Give it a [`spec::Scheme`] variant (and a place in `Scheme::ALL`), the
-//!    keys it accepts in `Scheme::accepts`, and a variant of the handle's
-//!    dispatch in `lock.rs`. The tests, the C tests, the torture suite and
-//!    the benchmarks iterate over `Scheme::ALL` and need no change. Run the
-//!    torture suite.
+//! 5. Give it one entry in [`registry`]: its name, its strategy type, what
+//!    its target is, the options it takes beyond the common ones, and its
+//!    abilities. Nothing else names schemes: the parser, the handle, the
+//!    tests, the C tests, the torture suite, the demo and the benchmarks
+//!    all iterate over [`Scheme::ALL`]. Run the torture suite.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -69,6 +72,7 @@
 extern crate std;
 
 pub mod clock;
+pub mod endpoint;
 pub mod error;
 pub mod fence;
 pub mod files;
@@ -76,6 +80,7 @@ pub mod guard;
 mod lock;
 pub mod owner;
 pub mod record;
+pub mod registry;
 pub mod spec;
 pub mod strategy;
 pub mod sys;
@@ -86,9 +91,10 @@ pub mod wait;
 pub use clock::{BootId, BootTime, Moment, MonoTime, WallTime};
 pub use error::{
     Contention, CorruptKind, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, SpecError, SpecErrorKind,
-    Untrusted,
+    Unsupported, Untrusted,
 };
 pub use lock::{Acquired, Described, Lock, LockGuard, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};
 pub use owner::{Liveness, Nonce, Owner};
-pub use spec::{Scheme, Spec};
+pub use registry::{Ability, AbilitySet, TargetKind};
+pub use spec::{Scheme, Spec, Target};
 pub use strategy::{CommitOutcome, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};

@@ -8,12 +8,9 @@ use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{Contention, Error, FileRole};
 use crate::owner::{Nonce, Owner};
 use crate::record::Record;
-use crate::spec::{Scheme, Spec};
-use crate::strategy::guarded::Guarded;
-use crate::strategy::{
-    flock::Flock, lease::Lease, lockfile::LockFile, mkdir::Mkdir, symlink::Symlink, toplock::Toplock, CommitOutcome,
-    Context, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
-};
+use crate::registry::{Ability, AnyStrategy};
+use crate::spec::{Spec, Target};
+use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, ReleaseOutcome};
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
 use crate::wait::{self, Sleep, WakeSource, Warnings};
@@ -49,54 +46,6 @@ pub struct Acquired {
     pub expires: Option<WallTime>,
 }
 
-// The variants differ in size because nothing is allocated: paths and the
-// toplock replay buffer live inline. A `Lock` is a few tens of KiB; box it
-// (lockffi does) rather than keep many on a small stack.
-#[allow(clippy::large_enum_variant)]
-enum AnyStrategy {
-    Lockfile(Guarded<LockFile>),
-    Mkdir(Guarded<Mkdir>),
-    Flock(Flock),
-    Symlink(Guarded<Symlink>),
-    Lease(Lease),
-    Toplock(Toplock),
-}
-
-impl AnyStrategy {
-    fn new(spec: &Spec, sharing: Sharing) -> Result<AnyStrategy, Error> {
-        Ok(match spec.scheme {
-            Scheme::Lockfile => AnyStrategy::Lockfile(Guarded::new(LockFile::new(spec)?, sharing)?),
-            Scheme::Mkdir => AnyStrategy::Mkdir(Guarded::new(Mkdir::new(spec), sharing)?),
-            Scheme::Flock => AnyStrategy::Flock(Flock::new(spec, sharing)?),
-            Scheme::Symlink => AnyStrategy::Symlink(Guarded::new(Symlink::new(spec), sharing)?),
-            Scheme::Lease => AnyStrategy::Lease(Lease::new(spec, sharing)),
-            Scheme::Toplock => AnyStrategy::Toplock(Toplock::new(spec, sharing)),
-        })
-    }
-
-    fn get(&mut self) -> &mut dyn Strategy {
-        match self {
-            AnyStrategy::Lockfile(s) => s,
-            AnyStrategy::Mkdir(s) => s,
-            AnyStrategy::Flock(s) => s,
-            AnyStrategy::Symlink(s) => s,
-            AnyStrategy::Lease(s) => s,
-            AnyStrategy::Toplock(s) => s,
-        }
-    }
-
-    fn view(&self) -> &dyn Strategy {
-        match self {
-            AnyStrategy::Lockfile(s) => s,
-            AnyStrategy::Mkdir(s) => s,
-            AnyStrategy::Flock(s) => s,
-            AnyStrategy::Symlink(s) => s,
-            AnyStrategy::Lease(s) => s,
-            AnyStrategy::Toplock(s) => s,
-        }
-    }
-}
-
 /// A lock named by a spec, and this process's hold on it.
 ///
 /// A `Lock` is `Send` but not `Sync`: move it between threads freely, use it
@@ -122,7 +71,7 @@ impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
             .field("scheme", &self.spec.scheme)
-            .field("path", self.path())
+            .field("target", self.spec.target())
             .field("held", &self.held)
             .finish()
     }
@@ -146,7 +95,7 @@ impl Lock {
     #[doc(hidden)]
     pub fn with_owner(spec: Spec, owner: Owner) -> Result<Lock, Error> {
         let sharing = Sharing::new(spec.options.mode);
-        let strategy = AnyStrategy::new(&spec, sharing)?;
+        let strategy = AnyStrategy::open(&spec, sharing)?;
         Ok(Lock { spec, me: owner, pid: sys::getpid(), sharing, strategy, held: None, adopted: false })
     }
 
@@ -155,15 +104,24 @@ impl Lock {
     }
 
     /// The path that is the lock: the lock file, the lock directory, the
-    /// symlink, the flock'd file, the lease or the queue.
-    pub fn path(&self) -> &CPath {
-        self.strategy.view().path()
+    /// symlink, the flock'd file, the lease or the queue. A lock that keeps
+    /// no file ([`Ability::Files`]) answers [`Error::Unsupported`].
+    pub fn path(&self) -> Result<&CPath, Error> {
+        match self.strategy.abilities_ref().as_files() {
+            Some(files) => Ok(files.path()),
+            None => Err(self.unsupported(Ability::Files)),
+        }
     }
 
     /// The guard beside the lock, for the strategies that keep one
     /// (`lockfile`, `mkdir`, `symlink`, and `flock`'s state file).
     pub fn guard_path(&self) -> Option<&CPath> {
-        self.strategy.view().guard_path()
+        self.strategy.abilities_ref().as_files().and_then(|files| files.guard_path())
+    }
+
+    /// The error for an ability this lock's scheme lacks.
+    fn unsupported(&self, ability: Ability) -> Error {
+        Error::Unsupported(crate::error::Unsupported::Ability { scheme: self.spec.scheme, ability })
     }
 
     /// The record of the acquisition this handle holds.
@@ -178,7 +136,7 @@ impl Lock {
     }
 
     /// Runs one operation of the strategy, which must return by `deadline`.
-    fn run<T>(&mut self, deadline: MonoTime, op: impl FnOnce(&mut dyn Strategy, &Context<'_>) -> T) -> T {
+    fn run<T>(&mut self, deadline: MonoTime, op: impl FnOnce(&mut AnyStrategy, &Context<'_>) -> T) -> T {
         self.run_waiting(deadline, None, op)
     }
 
@@ -188,11 +146,11 @@ impl Lock {
         &mut self,
         deadline: MonoTime,
         waits_for: Option<Duration>,
-        op: impl FnOnce(&mut dyn Strategy, &Context<'_>) -> T,
+        op: impl FnOnce(&mut AnyStrategy, &Context<'_>) -> T,
     ) -> T {
         let Lock { spec, me, sharing, strategy, .. } = self;
         let cx = Context { me, options: &spec.options, sharing: *sharing, deadline, waits_for };
-        op(strategy.get(), &cx)
+        op(strategy, &cx)
     }
 
     fn change_deadline() -> MonoTime {
@@ -221,7 +179,8 @@ impl Lock {
         }
         let nonce = Nonce::random()?;
         let ttl = self.spec.options.ttl;
-        let record = self.run_waiting(deadline, waits_for, |strategy, cx| strategy.try_acquire(cx, nonce, ttl))?;
+        let record =
+            self.run_waiting(deadline, waits_for, |strategy, cx| strategy.core().try_acquire(cx, nonce, ttl))?;
         self.held = Some(record);
         Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall) })
     }
@@ -232,7 +191,10 @@ impl Lock {
     /// caller said it would wait ([`Context::waits_for`]), or its owner is gone.
     fn abandon(&mut self, deadline: MonoTime) {
         if self.pid == sys::getpid() {
-            let _ = self.run(deadline, |strategy, cx| strategy.abandon(cx));
+            let _ = self.run(deadline, |strategy, cx| match strategy.abilities().as_queue() {
+                Some(queue) => queue.abandon(cx),
+                None => Ok(()),
+            });
         }
     }
 
@@ -260,7 +222,7 @@ impl Lock {
         let deadline = budget.map(|budget| start.saturating_add(budget));
         // A queue place is given up within the budget: the attempts leave
         // the few milliseconds that takes.
-        let reserve = if self.strategy.view().keeps_a_place() { ABANDON_RESERVE } else { Duration::ZERO };
+        let reserve = if self.spec.scheme.supports(Ability::Queue) { ABANDON_RESERVE } else { Duration::ZERO };
         let attempts_end = budget.map(|budget| start.saturating_add(budget.saturating_sub(reserve).max(budget / 2)));
         let result = wait::wait_for(attempts_end, wake, warnings, seed, || {
             let now = MonoTime::now();
@@ -286,7 +248,13 @@ impl Lock {
     /// the outcome; on an error it still holds.
     pub fn release(&mut self, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let held = self.held_here()?;
-        let outcome = self.run(Lock::change_deadline(), |strategy, cx| strategy.release(cx, &held, cooldown))?;
+        if !cooldown.is_zero() {
+            self.spec.scheme.require(Ability::Cooldown)?;
+        }
+        let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_cooldown() {
+            Some(closing) => closing.release_closed(cx, &held, cooldown),
+            None => strategy.core().release(cx, &held),
+        })?;
         self.held = None;
         Ok(outcome)
     }
@@ -295,8 +263,13 @@ impl Lock {
     /// the lock no longer expires).
     pub fn prolong(&mut self, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
         let mut held = self.held_here()?;
+        self.spec.scheme.require(Ability::Prolong)?;
         let ttl = ttl.or(self.spec.options.ttl);
-        let outcome = self.run(Lock::change_deadline(), |strategy, cx| strategy.prolong(cx, &mut held, ttl))?;
+        let unsupported = self.unsupported(Ability::Prolong);
+        let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_prolong() {
+            Some(prolonging) => prolonging.prolong(cx, &mut held, ttl),
+            None => Err(unsupported),
+        })?;
         self.held = match outcome {
             ProlongOutcome::Lost => None,
             ProlongOutcome::Prolonged | ProlongOutcome::Expired => Some(held),
@@ -309,7 +282,12 @@ impl Lock {
     /// `Lost` the handle holds nothing afterwards.
     pub fn run_while_held(&mut self, action: &mut dyn FnMut() -> Result<(), Error>) -> Result<CommitOutcome, Error> {
         let held = self.held_here()?;
-        let outcome = self.run(Lock::change_deadline(), |strategy, cx| strategy.run_while_held(cx, &held, action))?;
+        self.spec.scheme.require(Ability::Commit)?;
+        let unsupported = self.unsupported(Ability::Commit);
+        let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_commit() {
+            Some(committing) => committing.run_while_held(cx, &held, action),
+            None => Err(unsupported),
+        })?;
         if outcome == CommitOutcome::Lost {
             self.held = None;
         }
@@ -323,7 +301,8 @@ impl Lock {
     /// target that is the lock itself or its guard is
     /// [`Error::CommitOntoLock`] (renaming over either would destroy the lock).
     pub fn commit_file(&mut self, temp: &CPath, target: &CPath) -> Result<CommitOutcome, Error> {
-        let lock = self.path().clone();
+        self.held_here()?;
+        let lock = self.path()?.clone();
         let guard = self.guard_path().cloned();
         self.run_while_held(&mut || {
             // Judged by inode, not by name (a relative path, a link to a
@@ -361,7 +340,7 @@ impl Lock {
     /// Reads the lock's state without taking it.
     pub fn inspect(&mut self) -> Result<Inspection, Error> {
         self.refresh_identity()?;
-        let mut inspection = self.run(Lock::change_deadline(), |strategy, cx| strategy.inspect(cx))?;
+        let mut inspection = self.run(Lock::change_deadline(), |strategy, cx| strategy.core().inspect(cx))?;
         if let (Some(holder), Some(held)) = (inspection.holder.as_mut(), self.held.as_ref()) {
             holder.this_handle = holder.record.is_some_and(|rec| rec.nonce == held.nonce);
         }
@@ -372,7 +351,12 @@ impl Lock {
     /// holder is gone. `Ok(false)` if it was free.
     pub fn break_lock(&mut self) -> Result<bool, Error> {
         self.refresh_identity()?;
-        self.run(Lock::change_deadline(), |strategy, cx| strategy.break_lock(cx))
+        self.spec.scheme.require(Ability::Break)?;
+        let unsupported = self.unsupported(Ability::Break);
+        self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_break() {
+            Some(breaking) => breaking.break_lock(cx),
+            None => Err(unsupported),
+        })
     }
 
     /// The held record, if this process (not a parent before `fork()`) took it.
@@ -429,7 +413,13 @@ impl<'a> Described<'a> {
 
 impl fmt::Display for Described<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let lock = self.lock.path();
+        let lock = match self.lock.path() {
+            Ok(lock) => lock,
+            Err(_) => {
+                write_target(f, self.lock.spec())?;
+                return write!(f, ": {}", self.error);
+            }
+        };
         // A guard held too long is about the guard (the lease or queue file
         // itself, for the strategies that keep none): the file to look for
         // its holder on.
@@ -441,21 +431,48 @@ impl fmt::Display for Described<'_> {
             Some(FileRole::Directory) | Some(FileRole::Helper) => lock.parent(),
             Some(FileRole::Lock) | None => lock.as_bytes(),
         };
-        match core::str::from_utf8(path) {
-            Ok(text) => f.write_str(text)?,
-            // A path is bytes: show those that are no text as escapes.
-            Err(_) => path.iter().try_for_each(|&b| {
-                if b.is_ascii_graphic() || b == b' ' {
-                    write!(f, "{}", b as char)
-                } else {
-                    write!(f, "\\x{b:02x}")
-                }
-            })?,
-        }
+        // A path is bytes: those that are no printable text show as escapes.
+        write_escaped(f, path)?;
         match self.error {
             Error::File(e) => write!(f, ": {}", e.text(self.owner_name)),
             other => write!(f, ": {other}"),
         }
+    }
+}
+
+/// A target that is no path, for a message: scheme, server and key,
+/// never the password.
+fn write_target(f: &mut fmt::Formatter<'_>, spec: &Spec) -> fmt::Result {
+    use crate::endpoint::Host;
+    let Target::Url(endpoint) = spec.target() else { return Ok(()) };
+    write!(f, "{}://", spec.scheme.name())?;
+    match &endpoint.host {
+        Host::Net { name, port } => {
+            write_escaped(f, name.as_bytes())?;
+            if let Some(port) = port {
+                write!(f, ":{port}")?;
+            }
+        }
+        Host::Socket(path) => write_escaped(f, path.as_bytes())?,
+    }
+    if let Some(db) = endpoint.db {
+        write!(f, "/{db}")?;
+    }
+    f.write_str("/")?;
+    write_escaped(f, endpoint.key.as_bytes())
+}
+
+/// Bytes as text, with those that are no printable ASCII as escapes.
+fn write_escaped(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    match core::str::from_utf8(bytes) {
+        Ok(text) if !text.chars().any(char::is_control) => f.write_str(text),
+        _ => bytes.iter().try_for_each(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                write!(f, "{}", b as char)
+            } else {
+                write!(f, "\\x{b:02x}")
+            }
+        }),
     }
 }
 

@@ -14,70 +14,10 @@
 
 use core::time::Duration;
 
-use crate::error::{SpecError, SpecErrorKind};
+use crate::endpoint::Endpoint;
+use crate::error::{Error, SpecError, SpecErrorKind, Unsupported};
+pub use crate::registry::{Ability, Scheme, TargetKind};
 use crate::sys::{CPath, PathError};
-
-/// The strategies a spec can name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scheme {
-    /// An `O_EXCL`-style lock file compatible with Perl's LockFile::Simple.
-    Lockfile,
-    /// A directory created with `mkdir(2)`.
-    Mkdir,
-    /// The kernel's advisory `flock(2)` on a file.
-    Flock,
-    /// A symbolic link whose target names the owner and whose mtime is the expiry.
-    Symlink,
-    /// A flock-guarded lease file: owner, expiry and fence, rewritten in place.
-    Lease,
-    /// An append-only queue file: first come, first served.
-    Toplock,
-}
-
-impl Scheme {
-    /// Every scheme this build implements, for tools that iterate over them
-    /// (benchmarks, torture tests, demos).
-    pub const ALL: &'static [Scheme] =
-        &[Scheme::Lockfile, Scheme::Mkdir, Scheme::Flock, Scheme::Symlink, Scheme::Lease, Scheme::Toplock];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Scheme::Lockfile => "lockfile",
-            Scheme::Mkdir => "mkdir",
-            Scheme::Flock => "flock",
-            Scheme::Symlink => "symlink",
-            Scheme::Lease => "lease",
-            Scheme::Toplock => "toplock",
-        }
-    }
-
-    /// Whether a lock of this scheme can go stale and be broken by others:
-    /// every scheme but `flock`, whose kernel lock lasts exactly as long as
-    /// its holder's descriptor, and which nobody can take from a live holder.
-    pub fn breaks_stale_locks(self) -> bool {
-        self != Scheme::Flock
-    }
-
-    pub fn from_name(name: &[u8]) -> Option<Scheme> {
-        match name {
-            b"lockfile" => Some(Scheme::Lockfile),
-            b"mkdir" => Some(Scheme::Mkdir),
-            b"flock" => Some(Scheme::Flock),
-            b"symlink" => Some(Scheme::Symlink),
-            b"lease" => Some(Scheme::Lease),
-            b"toplock" => Some(Scheme::Toplock),
-            _ => None,
-        }
-    }
-
-    fn accepts(self, key: Key) -> bool {
-        match key {
-            Key::Ttl | Key::Stale | Key::Mode | Key::Warn | Key::Wmin | Key::Wafter => true,
-            Key::Format | Key::Ext | Key::Nfs => self == Scheme::Lockfile,
-            Key::Signal => self == Scheme::Lease,
-        }
-    }
-}
 
 /// Capacity of a decoded option value (`format`, `ext`).
 pub const VALUE_CAPACITY: usize = 256;
@@ -90,8 +30,25 @@ pub struct ShortText {
 }
 
 impl ShortText {
+    /// The decoded bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
+    }
+
+    /// Percent-decodes `raw`; `Err` if it has a bad escape or decodes to
+    /// more than [`VALUE_CAPACITY`] bytes.
+    pub(crate) fn decode(raw: &[u8]) -> Result<ShortText, ()> {
+        let mut value = ShortText { buf: [0; VALUE_CAPACITY], len: 0 };
+        decode_into(raw, |chunk| {
+            if value.len + chunk.len() > VALUE_CAPACITY {
+                return Err(());
+            }
+            value.buf[value.len..value.len + chunk.len()].copy_from_slice(chunk);
+            value.len += chunk.len();
+            Ok(())
+        })
+        .map_err(|_| ())?;
+        Ok(value)
     }
 }
 
@@ -161,16 +118,40 @@ impl Default for Options {
 /// A parsed lock spec.
 #[derive(Clone, Debug)]
 pub struct Spec {
+    /// The strategy it names.
     pub scheme: Scheme,
-    target: CPath,
+    target: Target,
+    /// Its options, defaults filled in.
     pub options: Options,
 }
 
+/// What a spec names, as its scheme's [`TargetKind`] says.
+// Inline, like every path here: nothing is allocated.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A file system path: the file a `lockfile` protects, the directory of
+    /// a `mkdir` lock, the file a `flock` lock opens, the lease or queue file.
+    Path(CPath),
+    /// A key on a server.
+    Url(Endpoint),
+}
+
 impl Spec {
-    /// The decoded target: the file a `lockfile` protects, the directory of a
-    /// `mkdir` lock, the file a `flock` lock opens.
-    pub fn target(&self) -> &CPath {
+    /// The decoded target.
+    pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// The target of a scheme whose target is a path; for any other an
+    /// [`Error::Unsupported`] that says the lock keeps no file.
+    pub fn file_target(&self) -> Result<&CPath, Error> {
+        match &self.target {
+            Target::Path(path) => Ok(path),
+            Target::Url(_) => {
+                Err(Error::Unsupported(Unsupported::Ability { scheme: self.scheme, ability: Ability::Files }))
+            }
+        }
     }
 
     /// Parses `scheme:target?key=value&...`.
@@ -182,11 +163,7 @@ impl Spec {
             return Err(syntax("the scheme before ':' is empty"));
         }
         let scheme = Scheme::from_name(scheme_name).ok_or_else(|| {
-            SpecError::new(
-                SpecErrorKind::UnknownScheme,
-                scheme_name,
-                "unknown scheme; expected lockfile, mkdir, flock, symlink, lease or toplock",
-            )
+            SpecError::new(SpecErrorKind::UnknownScheme, scheme_name, "unknown scheme; this build has")
         })?;
         let rest = &spec[colon + 1..];
         let (raw_target, query) = match rest.iter().position(|&b| b == b'?') {
@@ -196,20 +173,10 @@ impl Spec {
         if raw_target.is_empty() {
             return Err(syntax("the target after ':' is empty"));
         }
-        let mut target = CPath::empty();
-        decode_into(raw_target, |chunk| target.push(chunk)).map_err(|e| match e {
-            DecodeError::BadEscape => syntax("the target has a '%' not followed by two hex digits"),
-            DecodeError::Sink(PathError::InteriorNul) => syntax("the target contains a NUL byte"),
-            DecodeError::Sink(_) => SpecError::new(SpecErrorKind::PathTooLong, b"", "the target is too long"),
-        })?;
-
-        // A path names the lock and the files beside it: `d/` or `d/.` would
-        // put them inside the lock (`d/.guard`), where only a holder's own
-        // files may be.
-        let name = target.file_name();
-        if name.is_empty() || name == b"." || name == b".." {
-            return Err(syntax("the target must name a file: no '/', '.' or '..' at its end"));
-        }
+        let target = match scheme.target_kind() {
+            TargetKind::Path => Target::Path(parse_path(raw_target)?),
+            TargetKind::Url => Target::Url(Endpoint::parse(raw_target)?),
+        };
         let mut options = Options::default();
         if let Some(query) = query {
             parse_query(scheme, query, &mut options)?;
@@ -218,12 +185,31 @@ impl Spec {
     }
 }
 
+/// A path target, percent-decoded, that names a file.
+fn parse_path(raw: &[u8]) -> Result<CPath, SpecError> {
+    let mut target = CPath::empty();
+    decode_into(raw, |chunk| target.push(chunk)).map_err(|e| match e {
+        DecodeError::BadEscape => syntax("the target has a '%' not followed by two hex digits"),
+        DecodeError::Sink(PathError::InteriorNul) => syntax("the target contains a NUL byte"),
+        DecodeError::Sink(_) => SpecError::new(SpecErrorKind::PathTooLong, b"", "the target is too long"),
+    })?;
+    // A path names the lock and the files beside it: `d/` or `d/.` would
+    // put them inside the lock (`d/.guard`), where only a holder's own
+    // files may be.
+    let name = target.file_name();
+    if name.is_empty() || name == b"." || name == b".." {
+        return Err(syntax("the target must name a file: no '/', '.' or '..' at its end"));
+    }
+    Ok(target)
+}
+
 fn syntax(reason: &'static str) -> SpecError {
     SpecError::new(SpecErrorKind::Syntax, b"", reason)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Key {
+/// An option a spec may give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
     Ttl,
     Stale,
     Nfs,
@@ -254,6 +240,27 @@ impl Key {
         })
     }
 
+    /// Its name in a spec (for `ttl`, not its alias `hold`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Key::Ttl => "ttl",
+            Key::Stale => "stale",
+            Key::Nfs => "nfs",
+            Key::Mode => "mode",
+            Key::Format => "format",
+            Key::Ext => "ext",
+            Key::Warn => "warn",
+            Key::Wmin => "wmin",
+            Key::Wafter => "wafter",
+            Key::Signal => "signal",
+        }
+    }
+
+    /// Whether every scheme takes it (the registry lists the others).
+    pub(crate) fn is_common(self) -> bool {
+        matches!(self, Key::Ttl | Key::Stale | Key::Mode | Key::Warn | Key::Wmin | Key::Wafter)
+    }
+
     fn bit(self) -> u16 {
         1 << (self as u16)
     }
@@ -272,7 +279,7 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
         let (name, raw_value) = (&pair[..eq], &pair[eq + 1..]);
         let key = Key::from_name(name)
             .filter(|&k| scheme.accepts(k))
-            .ok_or_else(|| SpecError::new(SpecErrorKind::UnknownKey, name, unknown_key_reason(scheme)))?;
+            .ok_or_else(|| SpecError::new(SpecErrorKind::UnknownKey, name, scheme.unknown_key_reason()))?;
         if seen & key.bit() != 0 {
             return Err(SpecError::new(
                 SpecErrorKind::DuplicateKey,
@@ -359,19 +366,6 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
     Ok(())
 }
 
-fn unknown_key_reason(scheme: Scheme) -> &'static str {
-    match scheme {
-        Scheme::Lockfile => {
-            "unknown option; lockfile takes ttl, hold, stale, nfs, mode, format, ext, warn, wmin, wafter"
-        }
-        Scheme::Mkdir => "unknown option; mkdir takes ttl, hold, stale, mode, warn, wmin, wafter",
-        Scheme::Flock => "unknown option; flock takes ttl, hold, stale, mode, warn, wmin, wafter",
-        Scheme::Symlink => "unknown option; symlink takes ttl, hold, stale, mode, warn, wmin, wafter",
-        Scheme::Lease => "unknown option; lease takes ttl, hold, stale, mode, signal, warn, wmin, wafter",
-        Scheme::Toplock => "unknown option; toplock takes ttl, hold, stale, mode, warn, wmin, wafter",
-    }
-}
-
 fn bad_value(key: &[u8], reason: &'static str) -> SpecError {
     SpecError::new(SpecErrorKind::BadValue, key, reason)
 }
@@ -379,13 +373,13 @@ fn bad_value(key: &[u8], reason: &'static str) -> SpecError {
 const BOOL_REASON: &str = "expected 1, 0, true, false, yes, no, on or off";
 const DURATION_REASON: &str = "expected a duration like 250ms, 30s, 10m or 1h";
 
-enum DecodeError<E> {
+pub(crate) enum DecodeError<E> {
     BadEscape,
     Sink(E),
 }
 
 /// Percent-decodes `raw`, handing runs of bytes to `sink`.
-fn decode_into<E>(raw: &[u8], mut sink: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), DecodeError<E>> {
+pub(crate) fn decode_into<E>(raw: &[u8], mut sink: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), DecodeError<E>> {
     let mut i = 0;
     let mut run_start = 0;
     while i < raw.len() {
@@ -506,7 +500,7 @@ mod tests {
     fn parses_scheme_target_and_options() {
         let spec = Spec::parse(b"lockfile:/srv/board/data.txt?format=%25f.lck&nfs=1&ttl=10m").unwrap();
         assert_eq!(spec.scheme, Scheme::Lockfile);
-        assert_eq!(spec.target().as_bytes(), b"/srv/board/data.txt");
+        assert_eq!(spec.file_target().unwrap().as_bytes(), b"/srv/board/data.txt");
         assert_eq!(spec.options.format.unwrap().as_bytes(), b"%f.lck");
         assert!(spec.options.nfs);
         assert_eq!(spec.options.ttl, Some(Duration::from_secs(600)));
@@ -519,7 +513,7 @@ mod tests {
     #[test]
     fn percent_decodes_the_target() {
         let spec = Spec::parse(b"mkdir:/tmp/a%20b%3Fc").unwrap();
-        assert_eq!(spec.target().as_bytes(), b"/tmp/a b?c");
+        assert_eq!(spec.file_target().unwrap().as_bytes(), b"/tmp/a b?c");
     }
 
     #[test]

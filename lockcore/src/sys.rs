@@ -81,6 +81,14 @@ pub struct CPath {
     len: usize,
 }
 
+impl PartialEq for CPath {
+    fn eq(&self, other: &CPath) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for CPath {}
+
 /// Why bytes could not become a [`CPath`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathError {

@@ -459,9 +459,10 @@ pub unsafe extern "C" fn lock_autorenew(
         let lock = claimed.lock();
         let held = *lock.held().ok_or(Failure::Code(lock_result::LOCK_ERR_NOT_HELD))?;
         let spec = lock.spec().clone();
-        let ttl = match (spec.scheme, spec.options.ttl) {
-            (lockcore::Scheme::Flock, _) | (_, None) => return Err(Failure::Code(lock_result::LOCK_ERR_UNSUPPORTED)),
-            (_, Some(ttl)) => ttl,
+        // A lock that cannot be broken (flock) never expires either.
+        let ttl = match spec.options.ttl {
+            Some(ttl) if spec.scheme.breaks_stale_locks() => ttl,
+            _ => return Err(Failure::Code(lock_result::LOCK_ERR_UNSUPPORTED)),
         };
         let shadow = Lock::adopt(spec, held)?;
         // The new thread first: a call that fails, here too, leaves a
@@ -618,7 +619,10 @@ pub unsafe extern "C" fn lock_path(
         if buf.is_null() {
             return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
         }
-        let path = claimed.lock().path().as_bytes();
+        let path = {
+            let lock = claimed.lock();
+            lock.path().at(lock)?.as_bytes()
+        };
         write_optional(len_out, path.len());
         if path.len() >= buf_len {
             return Err(Failure::Code(lock_result::LOCK_ERR_BUFFER_TOO_SMALL));

@@ -70,6 +70,9 @@ pub enum lock_result {
     LOCK_ERR_SPEC_DUPLICATE_KEY = 204,
     /// The target, or a path derived from it, is longer than PATH_MAX.
     LOCK_ERR_PATH_TOO_LONG = 205,
+    /// The target of a network lock is no
+    /// `//[user[:password]@]host[:port][/db]/key`.
+    LOCK_ERR_SPEC_BAD_URL = 206,
 
     /// A directory on the lock's path does not exist.
     LOCK_ERR_NOT_FOUND = 300,
@@ -129,6 +132,7 @@ impl lock_result {
         LOCK_ERR_SPEC_BAD_VALUE,
         LOCK_ERR_SPEC_DUPLICATE_KEY,
         LOCK_ERR_PATH_TOO_LONG,
+        LOCK_ERR_SPEC_BAD_URL,
         LOCK_ERR_NOT_FOUND,
         LOCK_ERR_PERMISSION,
         LOCK_ERR_SYMLINK,
@@ -165,6 +169,7 @@ impl lock_result {
             LOCK_ERR_SPEC_BAD_VALUE => c"a lock spec option has a bad value",
             LOCK_ERR_SPEC_DUPLICATE_KEY => c"a lock spec option is given twice",
             LOCK_ERR_PATH_TOO_LONG => c"a lock path is longer than PATH_MAX",
+            LOCK_ERR_SPEC_BAD_URL => c"the lock spec's network target is malformed",
             LOCK_ERR_NOT_FOUND => c"a directory on the lock's path does not exist",
             LOCK_ERR_PERMISSION => c"permission denied on the lock's path",
             LOCK_ERR_SYMLINK => c"the lock's path is a symbolic link; refusing to follow it",
@@ -198,6 +203,7 @@ impl From<ErrorKind> for lock_result {
                 SpecErrorKind::BadValue => LOCK_ERR_SPEC_BAD_VALUE,
                 SpecErrorKind::DuplicateKey => LOCK_ERR_SPEC_DUPLICATE_KEY,
                 SpecErrorKind::PathTooLong => LOCK_ERR_PATH_TOO_LONG,
+                SpecErrorKind::BadUrl => LOCK_ERR_SPEC_BAD_URL,
             },
             ErrorKind::Busy => LOCK_BUSY,
             ErrorKind::Timeout => LOCK_TIMEOUT,

@@ -76,7 +76,7 @@ fn spec(scheme: Scheme, dir: &Path, query: &str) -> String {
 fn paths(spec: &str) -> (String, Option<String>) {
     let lock = lockcore::Lock::open(spec.as_bytes()).unwrap();
     let text = |p: &lockcore::sys::CPath| String::from_utf8(p.as_bytes().to_vec()).unwrap();
-    (text(lock.path()), lock.guard_path().map(text))
+    (text(lock.path().expect("a lock that keeps files")), lock.guard_path().map(text))
 }
 
 /// The file that orders the lock's changes: its guard, or the lock file.

@@ -35,7 +35,8 @@ use crate::owner::{Liveness, Nonce};
 use crate::record::{Record, RECORD_LINE_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, new_record, CommitOutcome, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    commit_if_current, new_record, Commit, CommitOutcome, Context, Cooldown, Files, Holder, Inspection, Prolong,
+    ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
 use crate::trust::Sharing;
@@ -50,7 +51,7 @@ pub struct Flock {
 
 impl Flock {
     pub fn new(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
-        let path = spec.target().clone();
+        let path = spec.file_target()?.clone();
         Ok(Flock { state: GuardFile::new(guard_path(&path)?, FileRole::Guard, sharing), path, held: None })
     }
 
@@ -115,6 +116,10 @@ fn read_record(guard: &HeldGuard<'_>) -> Result<Option<Record>, Error> {
 }
 
 impl Strategy for Flock {
+    fn open(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
+        Flock::new(spec, sharing)
+    }
+
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let fd = self.open_target(cx)?;
         if !sys::try_flock(&fd, FlockOp::Exclusive).map_err(|e| FileError::io(FileRole::Lock, e))? {
@@ -139,57 +144,8 @@ impl Strategy for Flock {
         Ok(record)
     }
 
-    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        // The descriptor leaves the handle only once nothing can fail:
-        // closing it lets go of the kernel lock, and a release that fails
-        // must leave the lock held, as the handle still says it is.
-        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(fd)? {
-            self.held = None;
-            return Ok(ReleaseOutcome::Lost);
-        }
-        let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
-        let expires =
-            read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
-        guard.set_cooldown(cooldown);
-        guard.store_with_record(None)?;
-        let now = guard.now;
-        drop(guard);
-        sys::try_flock(fd, FlockOp::Unlock).map_err(|e| FileError::io(FileRole::Lock, e))?;
-        self.held = None;
-        Ok(ReleaseOutcome::of_own(expires, now))
-    }
-
-    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(fd)? {
-            return Ok(ProlongOutcome::Lost);
-        }
-        let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
-        let now = guard.now;
-        let old = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
-        let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..*held };
-        guard.store_with_record(Some(&renewed))?;
-        held.expires = renewed.expires;
-        Ok(ProlongOutcome::of_own(old, now))
-    }
-
-    fn run_while_held(
-        &mut self,
-        cx: &Context<'_>,
-        held: &Record,
-        action: &mut dyn FnMut() -> Result<(), Error>,
-    ) -> Result<CommitOutcome, Error> {
-        // The kernel lock excludes everyone while we hold it; the TTL is
-        // advisory, but a commit past it is refused all the same, so that
-        // the caller's contract does not depend on the strategy.
-        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(fd)? {
-            return Ok(CommitOutcome::Lost);
-        }
-        let guard = self.state.lock(cx.deadline, cx.me.boot)?;
-        let on_disk = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce);
-        commit_if_current(on_disk, guard.now, action)
+    fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
+        self.release_closed(cx, held, Duration::ZERO)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
@@ -224,11 +180,68 @@ impl Strategy for Flock {
             queue_length: None,
         })
     }
+}
 
-    fn break_lock(&mut self, _cx: &Context<'_>) -> Result<bool, Error> {
-        Err(Error::Unsupported("breaking a flock lock (the kernel releases it when its holder exits)"))
+impl Prolong for Flock {
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(fd)? {
+            return Ok(ProlongOutcome::Lost);
+        }
+        let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let now = guard.now;
+        let old = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
+        let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..*held };
+        guard.store_with_record(Some(&renewed))?;
+        held.expires = renewed.expires;
+        Ok(ProlongOutcome::of_own(old, now))
     }
+}
 
+impl Cooldown for Flock {
+    fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        // The descriptor leaves the handle only once nothing can fail:
+        // closing it lets go of the kernel lock, and a release that fails
+        // must leave the lock held, as the handle still says it is.
+        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(fd)? {
+            self.held = None;
+            return Ok(ReleaseOutcome::Lost);
+        }
+        let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let expires =
+            read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
+        guard.set_cooldown(cooldown);
+        guard.store_with_record(None)?;
+        let now = guard.now;
+        drop(guard);
+        sys::try_flock(fd, FlockOp::Unlock).map_err(|e| FileError::io(FileRole::Lock, e))?;
+        self.held = None;
+        Ok(ReleaseOutcome::of_own(expires, now))
+    }
+}
+
+impl Commit for Flock {
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        // The kernel lock excludes everyone while we hold it; the TTL is
+        // advisory, but a commit past it is refused all the same, so that
+        // the caller's contract does not depend on the strategy.
+        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(fd)? {
+            return Ok(CommitOutcome::Lost);
+        }
+        let guard = self.state.lock(cx.deadline, cx.me.boot)?;
+        let on_disk = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce);
+        commit_if_current(on_disk, guard.now, action)
+    }
+}
+
+impl Files for Flock {
     fn path(&self) -> &CPath {
         &self.path
     }

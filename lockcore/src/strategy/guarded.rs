@@ -19,15 +19,21 @@ use crate::error::{Contention, Error, FileRole};
 use crate::guard::{guard_path, GuardFile};
 use crate::owner::Nonce;
 use crate::record::Record;
+use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, new_record, CommitOutcome, Context, Found, Inspection, ProlongOutcome, ReleaseOutcome, Strategy,
+    commit_if_current, new_record, Break, Commit, CommitOutcome, Context, Cooldown, Files, Found, Inspection, Prolong,
+    ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::CPath;
 use crate::trust::Sharing;
 
 /// How one strategy keeps its lock at its path. Every method is called
 /// with the guard held.
-pub trait LockStore {
+pub trait LockStore: core::fmt::Debug {
+    /// The store of the lock `spec` names; touches no file yet.
+    fn open(spec: &Spec) -> Result<Self, Error>
+    where
+        Self: Sized;
     /// What is at the lock's path now; `None` when nothing is. Something
     /// that is no lock (a data file, a directory with files in it) is
     /// [`Problem::NotALock`](crate::error::Problem::NotALock); something
@@ -64,6 +70,10 @@ impl<S: LockStore> Guarded<S> {
 }
 
 impl<S: LockStore> Strategy for Guarded<S> {
+    fn open(spec: &Spec, sharing: Sharing) -> Result<Guarded<S>, Error> {
+        Guarded::new(S::open(spec)?, sharing)
+    }
+
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let mut guard = self.guard.lock(cx.deadline, cx.me.boot)?;
         let now = guard.now;
@@ -98,42 +108,8 @@ impl<S: LockStore> Strategy for Guarded<S> {
         self.store.create(cx, &new_record(cx, nonce, fence, now, ttl))?.ok_or(Error::Busy(Contention::Raced))
     }
 
-    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let mut guard = self.guard.lock(cx.deadline, cx.me.boot)?;
-        let Some(found) = self.store.read(cx)? else { return Ok(ReleaseOutcome::Lost) };
-        let Some(on_disk) = found.ours(held.nonce) else { return Ok(ReleaseOutcome::Lost) };
-        // A peer replaced it since it was read: ours was gone already.
-        if !self.store.remove(cx, &found)? {
-            return Ok(ReleaseOutcome::Lost);
-        }
-        if !cooldown.is_zero() {
-            guard.set_cooldown(cooldown);
-            guard.store()?;
-        }
-        Ok(ReleaseOutcome::of_own(on_disk.expires, guard.now))
-    }
-
-    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let guard = self.guard.lock(cx.deadline, cx.me.boot)?;
-        let Some(found) = self.store.read(cx)? else { return Ok(ProlongOutcome::Lost) };
-        let Some(on_disk) = found.ours(held.nonce) else { return Ok(ProlongOutcome::Lost) };
-        let renewed = Record { expires: ttl.map(|ttl| guard.now.saturating_add(ttl)), ..on_disk };
-        if !self.store.replace(cx, &found, &renewed)? {
-            return Ok(ProlongOutcome::Lost);
-        }
-        held.expires = renewed.expires;
-        Ok(ProlongOutcome::of_own(on_disk.expires, guard.now))
-    }
-
-    fn run_while_held(
-        &mut self,
-        cx: &Context<'_>,
-        held: &Record,
-        action: &mut dyn FnMut() -> Result<(), Error>,
-    ) -> Result<CommitOutcome, Error> {
-        let guard = self.guard.lock(cx.deadline, cx.me.boot)?;
-        let on_disk = self.store.read(cx)?.and_then(|found| found.ours(held.nonce));
-        commit_if_current(on_disk, guard.now, action)
+    fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
+        self.release_closed(cx, held, Duration::ZERO)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
@@ -150,7 +126,40 @@ impl<S: LockStore> Strategy for Guarded<S> {
             queue_length: None,
         })
     }
+}
 
+impl<S: LockStore> Prolong for Guarded<S> {
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        let guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let Some(found) = self.store.read(cx)? else { return Ok(ProlongOutcome::Lost) };
+        let Some(on_disk) = found.ours(held.nonce) else { return Ok(ProlongOutcome::Lost) };
+        let renewed = Record { expires: ttl.map(|ttl| guard.now.saturating_add(ttl)), ..on_disk };
+        if !self.store.replace(cx, &found, &renewed)? {
+            return Ok(ProlongOutcome::Lost);
+        }
+        held.expires = renewed.expires;
+        Ok(ProlongOutcome::of_own(on_disk.expires, guard.now))
+    }
+}
+
+impl<S: LockStore> Cooldown for Guarded<S> {
+    fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        let mut guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let Some(found) = self.store.read(cx)? else { return Ok(ReleaseOutcome::Lost) };
+        let Some(on_disk) = found.ours(held.nonce) else { return Ok(ReleaseOutcome::Lost) };
+        // A peer replaced it since it was read: ours was gone already.
+        if !self.store.remove(cx, &found)? {
+            return Ok(ReleaseOutcome::Lost);
+        }
+        if !cooldown.is_zero() {
+            guard.set_cooldown(cooldown);
+            guard.store()?;
+        }
+        Ok(ReleaseOutcome::of_own(on_disk.expires, guard.now))
+    }
+}
+
+impl<S: LockStore> Break for Guarded<S> {
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
         let _guard = self.guard.lock(cx.deadline, cx.me.boot)?;
         match self.store.read(cx)? {
@@ -158,7 +167,22 @@ impl<S: LockStore> Strategy for Guarded<S> {
             None => Ok(false),
         }
     }
+}
 
+impl<S: LockStore> Commit for Guarded<S> {
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let guard = self.guard.lock(cx.deadline, cx.me.boot)?;
+        let on_disk = self.store.read(cx)?.and_then(|found| found.ours(held.nonce));
+        commit_if_current(on_disk, guard.now, action)
+    }
+}
+
+impl<S: LockStore> Files for Guarded<S> {
     fn path(&self) -> &CPath {
         self.store.path()
     }

@@ -38,8 +38,8 @@ use crate::owner::{Liveness, Nonce};
 use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, judge_record, new_record, past_expiry, CommitOutcome, Context, Inspection, ProlongOutcome,
-    ReleaseOutcome, Strategy,
+    commit_if_current, judge_record, new_record, past_expiry, Break, Commit, CommitOutcome, Context, Cooldown, Files,
+    Inspection, Prolong, ProlongOutcome, ReleaseOutcome, Strategy,
 };
 use crate::sys::{CPath, OfdLock};
 use crate::text::{parse_u64, FixedText, Words};
@@ -121,10 +121,6 @@ impl LeaseState {
 const NEW_LEASE: LeaseState = LeaseState::Free { not_before: None, fence: 0 };
 
 impl Lease {
-    pub fn new(spec: &Spec, sharing: Sharing) -> Lease {
-        Lease { file: GuardFile::new(spec.target().clone(), FileRole::Lock, sharing), signal: spec.options.signal }
-    }
-
     fn lock(&mut self, cx: &Context<'_>) -> Result<LockedFile<'_>, Error> {
         self.file.lock_file(OfdLock::Exclusive, cx.deadline, NEW_LEASE.encode().as_bytes(), cx.me.boot)
     }
@@ -141,6 +137,11 @@ fn write(file: &mut LockedFile<'_>, state: &LeaseState) -> Result<(), Error> {
 }
 
 impl Strategy for Lease {
+    fn open(spec: &Spec, sharing: Sharing) -> Result<Lease, Error> {
+        let file = GuardFile::new(spec.file_target()?.clone(), FileRole::Lock, sharing);
+        Ok(Lease { file, signal: spec.options.signal })
+    }
+
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let signal = self.signal;
         let mut file = self.lock(cx)?;
@@ -178,43 +179,8 @@ impl Strategy for Lease {
         Ok(record)
     }
 
-    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let mut file = self.lock(cx)?;
-        let now = file.now;
-        let on_disk = match read(&file)? {
-            LeaseState::Held(record) if record.nonce == held.nonce => record,
-            _ => return Ok(ReleaseOutcome::Lost),
-        };
-        let not_before = (!cooldown.is_zero()).then(|| now.saturating_add(cooldown));
-        write(&mut file, &LeaseState::Free { not_before, fence: on_disk.fence })?;
-        Ok(ReleaseOutcome::of_own(on_disk.expires, now))
-    }
-
-    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let mut file = self.lock(cx)?;
-        let now = file.now;
-        let on_disk = match read(&file)? {
-            LeaseState::Held(record) if record.nonce == held.nonce => record,
-            _ => return Ok(ProlongOutcome::Lost),
-        };
-        let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..on_disk };
-        write(&mut file, &LeaseState::Held(renewed))?;
-        held.expires = renewed.expires;
-        Ok(ProlongOutcome::of_own(on_disk.expires, now))
-    }
-
-    fn run_while_held(
-        &mut self,
-        cx: &Context<'_>,
-        held: &Record,
-        action: &mut dyn FnMut() -> Result<(), Error>,
-    ) -> Result<CommitOutcome, Error> {
-        let file = self.lock(cx)?;
-        let on_disk = match read(&file)? {
-            LeaseState::Held(record) if record.nonce == held.nonce => Some(record),
-            _ => None,
-        };
-        commit_if_current(on_disk, file.now, action)
+    fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
+        self.release_closed(cx, held, Duration::ZERO)
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
@@ -235,7 +201,38 @@ impl Strategy for Lease {
             },
         })
     }
+}
 
+impl Prolong for Lease {
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        let mut file = self.lock(cx)?;
+        let now = file.now;
+        let on_disk = match read(&file)? {
+            LeaseState::Held(record) if record.nonce == held.nonce => record,
+            _ => return Ok(ProlongOutcome::Lost),
+        };
+        let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..on_disk };
+        write(&mut file, &LeaseState::Held(renewed))?;
+        held.expires = renewed.expires;
+        Ok(ProlongOutcome::of_own(on_disk.expires, now))
+    }
+}
+
+impl Cooldown for Lease {
+    fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        let mut file = self.lock(cx)?;
+        let now = file.now;
+        let on_disk = match read(&file)? {
+            LeaseState::Held(record) if record.nonce == held.nonce => record,
+            _ => return Ok(ReleaseOutcome::Lost),
+        };
+        let not_before = (!cooldown.is_zero()).then(|| now.saturating_add(cooldown));
+        write(&mut file, &LeaseState::Free { not_before, fence: on_disk.fence })?;
+        Ok(ReleaseOutcome::of_own(on_disk.expires, now))
+    }
+}
+
+impl Break for Lease {
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
         let mut file = self.lock(cx)?;
         match read(&file)? {
@@ -246,7 +243,25 @@ impl Strategy for Lease {
             LeaseState::Free { .. } => Ok(false),
         }
     }
+}
 
+impl Commit for Lease {
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let file = self.lock(cx)?;
+        let on_disk = match read(&file)? {
+            LeaseState::Held(record) if record.nonce == held.nonce => Some(record),
+            _ => None,
+        };
+        commit_if_current(on_disk, file.now, action)
+    }
+}
+
+impl Files for Lease {
     fn path(&self) -> &CPath {
         self.file.path()
     }

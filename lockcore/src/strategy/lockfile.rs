@@ -36,25 +36,22 @@ pub struct LockFile {
 }
 
 impl LockFile {
-    pub fn new(spec: &Spec) -> Result<LockFile, Error> {
+    fn new(spec: &Spec) -> Result<LockFile, Error> {
         let options = &spec.options;
+        let target = spec.file_target()?;
         let lock = match (&options.format, &options.ext) {
-            (Some(format), _) => expand_format(format, spec.target())?,
-            (None, Some(ext)) => with_suffix(spec.target(), ext.as_bytes())?,
-            (None, None) => with_suffix(spec.target(), b".lock")?,
+            (Some(format), _) => expand_format(format, target)?,
+            (None, Some(ext)) => with_suffix(target, ext.as_bytes())?,
+            (None, None) => with_suffix(target, b".lock")?,
         };
-        if names_the_target(&lock, spec.target()) {
+        if names_the_target(&lock, target) {
             return Err(Error::Spec(crate::error::SpecError::new(
                 crate::error::SpecErrorKind::BadValue,
                 if options.format.is_some() { b"format" } else { b"ext" },
                 "names the protected file itself as its lock file",
             )));
         }
-        Ok(LockFile {
-            lock,
-            target: spec.target().clone(),
-            stamp: if options.nfs { Stamp::PidHost } else { Stamp::Pid },
-        })
+        Ok(LockFile { lock, target: target.clone(), stamp: if options.nfs { Stamp::PidHost } else { Stamp::Pid } })
     }
 }
 
@@ -73,6 +70,10 @@ fn names_the_target(lock: &CPath, target: &CPath) -> bool {
 }
 
 impl LockStore for LockFile {
+    fn open(spec: &Spec) -> Result<LockFile, Error> {
+        LockFile::new(spec)
+    }
+
     fn read(&self, cx: &Context<'_>) -> Result<Option<Found>, Error> {
         let fd = match sys::open(&self.lock, READ_RECORD_FLAGS, 0) {
             Ok(fd) => fd,

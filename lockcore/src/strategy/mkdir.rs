@@ -36,12 +36,6 @@ pub struct Mkdir {
     lock: CPath,
 }
 
-impl Mkdir {
-    pub fn new(spec: &Spec) -> Mkdir {
-        Mkdir { lock: spec.target().clone() }
-    }
-}
-
 /// What a lock directory holds.
 enum Entries {
     Empty,
@@ -78,6 +72,10 @@ fn entries(dir: &Fd) -> Result<Entries, Error> {
 }
 
 impl LockStore for Mkdir {
+    fn open(spec: &Spec) -> Result<Mkdir, Error> {
+        Ok(Mkdir { lock: spec.file_target()?.clone() })
+    }
+
     fn read(&self, cx: &Context<'_>) -> Result<Option<Found>, Error> {
         let Some(dir) = open_dir(&self.lock)? else { return Ok(None) };
         let stat = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Lock, e))?;

@@ -7,6 +7,8 @@
 //! guard can make safe to break (`lockfile`, `mkdir`, `symlink`) are one
 //! skeleton, [`guarded::Guarded`], with the mechanism plugged in.
 
+#[cfg(feature = "example-scheme")]
+pub mod example;
 pub mod flock;
 pub mod guarded;
 pub mod lease;
@@ -15,13 +17,14 @@ pub mod mkdir;
 pub mod symlink;
 pub mod toplock;
 
+use core::fmt;
 use core::time::Duration;
 
 use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{CorruptKind, Error, FileRole, HolderSummary};
 use crate::owner::{HostName, Liveness, Nonce, Owner};
 use crate::record::Record;
-use crate::spec::{Options, StaleCheck};
+use crate::spec::{Options, Spec, StaleCheck};
 use crate::sys::{CPath, FileStat};
 use crate::trust::Sharing;
 
@@ -149,7 +152,11 @@ pub struct Inspection {
     pub queue_length: Option<u32>,
 }
 
-/// The operations every strategy offers.
+/// What every strategy does: take the lock once, give it back, and tell
+/// who holds it. What only some can do is an optional trait below, each
+/// handed out by [`Abilities`] as the scheme's registry entry lists it
+/// ([`crate::registry`]), in the manner of lock_api's `RawMutex`,
+/// `RawMutexFair` and `RawMutexTimed`.
 ///
 /// # Contract
 /// * Every wait inside an operation (for a guard, a lease or a queue file)
@@ -164,49 +171,133 @@ pub struct Inspection {
 ///   else, or cooling down) or another error. Its fence is strictly greater
 ///   than the fence of every earlier successful `try_acquire` of this lock,
 ///   in any process, and never below [`crate::fence::next`]'s clock floor.
-/// * `release` and `prolong` act only on the record they are given, and only
-///   if it is still the one on disk; otherwise they report `Lost` and change
-///   nothing. `prolong` moves `held`'s expiry to what it wrote.
+/// * `release` (and every ability that changes a held lock) acts only on
+///   the record it is given, and only if it is still the lock's; otherwise
+///   it reports `Lost` and changes nothing.
 /// * A stale record (expired, or a provably dead owner when
 ///   `stale=pid`) is removed only by the operation that judged it, with no
 ///   window in which another process can create a fresh record that the
 ///   removal would then take away.
 /// * Nothing is written, truncated, renamed or removed that does not carry
 ///   this library's format or a peer's lock format ([`crate::files`]).
-pub trait Strategy {
+pub trait Strategy: fmt::Debug {
+    /// Prepares the lock `spec` names; touches no file yet.
+    fn open(spec: &Spec, sharing: Sharing) -> Result<Self, Error>
+    where
+        Self: Sized;
+    /// One attempt, which never waits for the lock itself (only, briefly,
+    /// for whatever orders its changes).
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error>;
-    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error>;
-    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error>;
+    /// Gives the lock back and tells whether it was still ours.
+    fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error>;
+    /// The lock's state, read without taking it.
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error>;
-    /// Runs `action` only if `held` is still the lock's record and within its
-    /// TTL, at a moment when no other process can take the lock over (under
-    /// the strategy's guard). The commit step is built on this.
+}
+
+/// Hands out the optional abilities of a strategy: `None` for one it does
+/// not have. Implemented for each strategy type by its registry entry,
+/// never by hand, so that what a scheme can do is declared in one place.
+pub trait Abilities {
+    /// [`Prolong`], if the strategy has it.
+    fn as_prolong(&mut self) -> Option<&mut dyn Prolong> {
+        None
+    }
+    /// [`Cooldown`], if the strategy has it.
+    fn as_cooldown(&mut self) -> Option<&mut dyn Cooldown> {
+        None
+    }
+    /// [`Break`], if the strategy has it.
+    fn as_break(&mut self) -> Option<&mut dyn Break> {
+        None
+    }
+    /// [`Queue`], if the strategy has it.
+    fn as_queue(&mut self) -> Option<&mut dyn Queue> {
+        None
+    }
+    /// [`Commit`], if the strategy has it.
+    fn as_commit(&mut self) -> Option<&mut dyn Commit> {
+        None
+    }
+    /// [`Files`], if the strategy has it.
+    fn as_files(&self) -> Option<&dyn Files> {
+        None
+    }
+    /// [`OwnWake`], if the strategy has it.
+    fn as_own_wake(&mut self) -> Option<&mut dyn OwnWake> {
+        None
+    }
+    /// [`TimedAcquire`], if the strategy has it.
+    fn as_timed_acquire(&mut self) -> Option<&mut dyn TimedAcquire> {
+        None
+    }
+}
+
+/// Moves a held lock's expiry.
+pub trait Prolong {
+    /// Moves `held`'s expiry to now + `ttl` (`None`: never), if `held` is
+    /// still the lock's record; `held` then carries what was written.
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error>;
+}
+
+/// Keeps a released lock closed.
+pub trait Cooldown {
+    /// [`Strategy::release`], after which nobody can take the lock for
+    /// `cooldown`.
+    fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error>;
+}
+
+/// Takes the lock from its holder. A strategy without it has locks that
+/// never go stale.
+pub trait Break {
+    /// Removes the lock whoever holds it (an operator's tool). `Ok(false)`
+    /// when it was free.
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error>;
+}
+
+/// Keeps a place in a queue between the unsuccessful attempts of one
+/// acquire (first come, first served).
+pub trait Queue {
+    /// Gives up the place that unsuccessful attempts kept; the caller must
+    /// do so before its deadline.
+    fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error>;
+}
+
+/// Runs an action while nobody can take the lock over: the commit step.
+pub trait Commit {
+    /// Runs `action` only if `held` is still the lock's record and within
+    /// its TTL, at a moment when no other process can take the lock over
+    /// (under the strategy's guard).
     fn run_while_held(
         &mut self,
         cx: &Context<'_>,
         held: &Record,
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error>;
-    /// Gives up a place in the queue that unsuccessful attempts kept (a
-    /// strategy with first-come-first-served order keeps it between attempts
-    /// of one `acquire`). A no-op for strategies without a queue.
-    fn abandon(&mut self, _cx: &Context<'_>) -> Result<(), Error> {
-        Ok(())
-    }
-    /// Whether unsuccessful attempts keep a place in a queue, which
-    /// [`abandon`](Self::abandon) must give up before the caller's deadline.
-    fn keeps_a_place(&self) -> bool {
-        false
-    }
-    /// Removes the lock whoever holds it (an operator's tool). `Ok(false)`
-    /// when it was free.
-    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error>;
+}
+
+/// Keeps the lock in files of this host, which callers may name.
+pub trait Files {
     /// The path that is the lock.
     fn path(&self) -> &CPath;
     /// The guard beside it, for the strategies that keep one.
     fn guard_path(&self) -> Option<&CPath> {
         None
     }
+}
+
+/// Wakes its own waiters when the lock changes hands, instead of leaving
+/// them to [`crate::wait::Sleep`].
+pub trait OwnWake {
+    /// The wake source that waiters for this lock wait on.
+    fn wake_source(&mut self) -> &mut dyn crate::wait::WakeSource;
+}
+
+/// Waits for the lock inside one call (a blocking system call, a server
+/// that queues the request), until `cx.deadline`.
+pub trait TimedAcquire {
+    /// [`Strategy::try_acquire`] that waits for the lock itself until
+    /// `cx.deadline`, then answers [`Error::Busy`].
+    fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error>;
 }
 
 /// Whether a held record has run past its expiry at `now`.

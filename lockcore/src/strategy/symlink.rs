@@ -34,10 +34,6 @@ pub struct Symlink {
 }
 
 impl Symlink {
-    pub fn new(spec: &Spec) -> Symlink {
-        Symlink { lock: spec.target().clone() }
-    }
-
     /// Makes a link holding `record` under a helper name, with the mtime
     /// its expiry (or its start, without one) asks for, and returns the name
     /// and the record as the file system keeps it.
@@ -85,6 +81,10 @@ fn moved(at: Moment, from: WallTime, to: WallTime) -> Moment {
 }
 
 impl LockStore for Symlink {
+    fn open(spec: &Spec) -> Result<Symlink, Error> {
+        Ok(Symlink { lock: spec.file_target()?.clone() })
+    }
+
     fn read(&self, cx: &Context<'_>) -> Result<Option<Found>, Error> {
         let stat = match sys::lstat(&self.lock) {
             Ok(stat) => stat,

@@ -118,6 +118,7 @@ pub fn each_scheme(label: &str, body: impl FnMut(Scheme, &TestDir)) {
 pub fn each_of(label: &str, schemes: &[Scheme], mut body: impl FnMut(Scheme, &TestDir)) {
     let mut failed = Vec::new();
     for &scheme in schemes {
+        note_scheme_run(label, scheme);
         let dir = TestDir::new(&format!("{label}-{}", scheme.name()));
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| body(scheme, &dir)));
         if let Err(payload) = outcome {
@@ -132,6 +133,17 @@ pub fn each_of(label: &str, schemes: &[Scheme], mut body: impl FnMut(Scheme, &Te
         }
     }
     assert!(failed.is_empty(), "{label}: failed for {failed:?}");
+}
+
+/// With `LOCKCORE_TEST_SCHEME_LOG` set, appends `<label> <scheme>` to that
+/// file: how the workspace's own test proves that a scheme registered in
+/// lockcore's registry, and nowhere else, is run by the suites.
+fn note_scheme_run(label: &str, scheme: Scheme) {
+    use std::io::Write;
+    if let Some(log) = std::env::var_os("LOCKCORE_TEST_SCHEME_LOG") {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the scheme log");
+        writeln!(file, "{label} {}", scheme.name()).expect("write the scheme log");
+    }
 }
 
 /// Leaves the lock of `spec` held by `owner`, in the scheme's own format,
@@ -220,7 +232,7 @@ pub fn open_lock(spec: &str) -> Lock {
 
 /// The lock's own idea of its path, as a `PathBuf`.
 pub fn path_of(lock: &Lock) -> PathBuf {
-    PathBuf::from(OsStr::from_bytes(lock.path().as_bytes()))
+    PathBuf::from(OsStr::from_bytes(lock.path().expect("a lock that keeps files").as_bytes()))
 }
 
 /// Sets a path's modification (and access) time, without following a symlink.

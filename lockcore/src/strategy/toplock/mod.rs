@@ -27,7 +27,10 @@ use crate::error::{Contention, CorruptKind, Error, FileRole};
 use crate::owner::{Liveness, Nonce};
 use crate::record::Record;
 use crate::spec::{Spec, StaleCheck};
-use crate::strategy::{CommitOutcome, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};
+use crate::strategy::{
+    Break, Commit, CommitOutcome, Context, Cooldown, Files, Holder, Inspection, Prolong, ProlongOutcome, Queue,
+    ReleaseOutcome, Strategy,
+};
 use crate::sys::CPath;
 use crate::trust::Sharing;
 use line::{nanos, Grant, Line};
@@ -40,12 +43,6 @@ pub struct Toplock {
     /// The request this handle has in the queue while it waits, so that
     /// repeated attempts keep its place.
     pending: Option<Nonce>,
-}
-
-impl Toplock {
-    pub fn new(spec: &Spec, sharing: Sharing) -> Toplock {
-        Toplock { queue: QueueFile::new(spec.target().clone(), sharing), pending: None }
-    }
 }
 
 /// A grant's end as a [`Moment`], its wall time read beside the log's.
@@ -88,6 +85,10 @@ fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
 }
 
 impl Strategy for Toplock {
+    fn open(spec: &Spec, sharing: Sharing) -> Result<Toplock, Error> {
+        Ok(Toplock { queue: QueueFile::new(spec.file_target()?.clone(), sharing), pending: None })
+    }
+
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let mine = match self.pending {
             Some(pending) => pending,
@@ -163,21 +164,51 @@ impl Strategy for Toplock {
         Err(Error::Busy(Contention::Raced))
     }
 
-    fn keeps_a_place(&self) -> bool {
-        true
+    fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
+        self.release_closed(cx, held, Duration::ZERO)
     }
 
-    fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
-        // Forgotten whether or not the line is written: a request left in
-        // the queue (its file held past the deadline) is passed over once
-        // it has waited at the head as long as its caller said it would.
-        match self.pending.take() {
-            Some(pending) => self.queue.append(cx, |t| Line::Done { nonce: pending, t, not_before: 0 }),
-            None => Ok(()),
+    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        self.queue.load(cx)?;
+        let log = &self.queue.log;
+        let not_before = log.replay.header.not_before;
+        Ok(Inspection {
+            holder: log.replay.holder(log.now).map(|h| holder_at(cx, log, h)),
+            last_fence: log.replay.header.last_fence,
+            cooldown_until: (not_before > log.now)
+                .then(|| log.wall.saturating_add(Duration::from_nanos((not_before - log.now) as u64))),
+            queue_length: Some(log.replay.pending_count() as u32),
+        })
+    }
+}
+
+impl Prolong for Toplock {
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        self.queue.load(cx)?;
+        let log = &self.queue.log;
+        let me = log.replay.find(held.nonce);
+        if me.is_none() || log.replay.holder(log.now) != me {
+            return Ok(ProlongOutcome::Lost);
         }
+        let request = me.map(|i| log.replay.requests[i]).ok_or(Error::NotHeld)?;
+        let was_expired = grant_passed(request.grant, log.now);
+        let (nonce, fence) = (held.nonce, request.fence);
+        let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
+        self.queue.append(cx, |t| Line::Grant { nonce, until: until(t), t, fence })?;
+        self.queue.load(cx)?;
+        let log = &self.queue.log;
+        // Looked up again: a compaction in between renumbers the table.
+        let renewed = log.replay.find(nonce).map(|i| log.replay.requests[i]).filter(|r| {
+            !r.done() && r.grant != Grant::No && !grant_passed(r.grant, log.now) && log.replay.holder(log.now).is_some()
+        });
+        let Some(renewed) = renewed else { return Ok(ProlongOutcome::Lost) };
+        held.expires = grant_expiry(cx, renewed.grant, log);
+        Ok(if was_expired { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
     }
+}
 
-    fn release(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+impl Cooldown for Toplock {
+    fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         self.queue.log.replay.watched = Some(held.nonce);
         let loaded = self.queue.load(cx);
         self.queue.log.replay.watched = None;
@@ -216,30 +247,31 @@ impl Strategy for Toplock {
         }
         Ok(outcome)
     }
+}
 
-    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+impl Break for Toplock {
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
         self.queue.load(cx)?;
-        let log = &self.queue.log;
-        let me = log.replay.find(held.nonce);
-        if me.is_none() || log.replay.holder(log.now) != me {
-            return Ok(ProlongOutcome::Lost);
-        }
-        let request = me.map(|i| log.replay.requests[i]).ok_or(Error::NotHeld)?;
-        let was_expired = grant_passed(request.grant, log.now);
-        let (nonce, fence) = (held.nonce, request.fence);
-        let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
-        self.queue.append(cx, |t| Line::Grant { nonce, until: until(t), t, fence })?;
-        self.queue.load(cx)?;
-        let log = &self.queue.log;
-        // Looked up again: a compaction in between renumbers the table.
-        let renewed = log.replay.find(nonce).map(|i| log.replay.requests[i]).filter(|r| {
-            !r.done() && r.grant != Grant::No && !grant_passed(r.grant, log.now) && log.replay.holder(log.now).is_some()
-        });
-        let Some(renewed) = renewed else { return Ok(ProlongOutcome::Lost) };
-        held.expires = grant_expiry(cx, renewed.grant, log);
-        Ok(if was_expired { ProlongOutcome::Expired } else { ProlongOutcome::Prolonged })
+        let Some(head) = self.queue.log.replay.head() else { return Ok(false) };
+        let nonce = self.queue.log.replay.requests[head].nonce;
+        self.queue.append(cx, |t| Line::Broken { nonce, t })?;
+        Ok(true)
     }
+}
 
+impl Queue for Toplock {
+    fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        // Forgotten whether or not the line is written: a request left in
+        // the queue (its file held past the deadline) is passed over once
+        // it has waited at the head as long as its caller said it would.
+        match self.pending.take() {
+            Some(pending) => self.queue.append(cx, |t| Line::Done { nonce: pending, t, not_before: 0 }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Commit for Toplock {
     fn run_while_held(
         &mut self,
         cx: &Context<'_>,
@@ -260,28 +292,9 @@ impl Strategy for Toplock {
             _ => Ok(CommitOutcome::Lost),
         })
     }
+}
 
-    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        self.queue.load(cx)?;
-        let log = &self.queue.log;
-        let not_before = log.replay.header.not_before;
-        Ok(Inspection {
-            holder: log.replay.holder(log.now).map(|h| holder_at(cx, log, h)),
-            last_fence: log.replay.header.last_fence,
-            cooldown_until: (not_before > log.now)
-                .then(|| log.wall.saturating_add(Duration::from_nanos((not_before - log.now) as u64))),
-            queue_length: Some(log.replay.pending_count() as u32),
-        })
-    }
-
-    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
-        self.queue.load(cx)?;
-        let Some(head) = self.queue.log.replay.head() else { return Ok(false) };
-        let nonce = self.queue.log.replay.requests[head].nonce;
-        self.queue.append(cx, |t| Line::Broken { nonce, t })?;
-        Ok(true)
-    }
-
+impl Files for Toplock {
     fn path(&self) -> &CPath {
         self.queue.path()
     }

@@ -107,7 +107,9 @@ impl Log {
         // namespace wrote it. Its times cannot be read here, nor its
         // requests passed over as those of an earlier boot.
         if header.kernel_boot.is_some() && header.kernel_boot == crate::clock::BootId::kernel() {
-            return Err(Error::Unsupported("a toplock queue shared with processes of another time namespace"));
+            return Err(Error::Unsupported(crate::error::Unsupported::Here(
+                "a toplock queue shared with processes of another time namespace",
+            )));
         }
         Ok(false)
     }
