@@ -2,10 +2,13 @@
 //! attempt, and then waits for the source or a jittered backoff delay,
 //! whichever comes first, until a deadline.
 //!
-//! [`wait_for`] is `acquire`'s wait for the lock, with [`Backoff::new`]'s
-//! range and the caller's [`WakeSource`]. Each round arms the source,
-//! makes one attempt and, while the lock is busy, asks the source to block
-//! until something has happened since it was armed, or the delay passes. The source is armed
+//! [`wait_for`] is every wait of the crate: `acquire`'s wait for the lock,
+//! with [`Backoff::new`]'s range and the caller's [`WakeSource`], and each
+//! operation's wait for the file that orders the lock's changes (a guard,
+//! a lease or a queue file: [`GuardFile::lock_file`]), with a shorter range
+//! and [`Sleep`]. Each round arms the source, makes one attempt and, while
+//! the lock is busy, asks the source to block until something has happened
+//! since it was armed, or the delay passes. The source is armed
 //! *before* the attempt, so that a release that comes between the attempt
 //! and the wait is not lost: the wait then returns at once
 //! ([`Wake::Woken`]). A wake-up is followed by an attempt at once and
@@ -17,6 +20,8 @@
 //! source that wakes the waiter again and again costs one attempt per
 //! wake-up, and the deadline ends that wait like any other. Warnings come
 //! as the deadline does, from the loop's own clock, whatever the source says.
+//!
+//! [`GuardFile::lock_file`]: crate::guard::GuardFile::lock_file
 
 use core::time::Duration;
 
@@ -75,7 +80,7 @@ pub trait WakeSource {
 /// The wake source that knows of no events: it sleeps for the whole
 /// timeout and answers [`Wake::TimedOut`]. The fallback wherever no event
 /// says when a lock is let go (an open-file-description lock, a file system
-/// shared with other hosts).
+/// shared with other hosts), and the only place lockcore sleeps.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Sleep;
 
