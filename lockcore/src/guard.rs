@@ -81,6 +81,8 @@ impl GuardState {
         Ok(self.fence)
     }
 
+    /// The guard line: [`GUARD_RECORD_LEN`] bytes, padded with spaces and
+    /// ending with a newline, as [`parse`](Self::parse) reads it.
     pub fn encode(&self) -> FixedText<GUARD_RECORD_LEN> {
         let mut out = FixedText::new();
         // Bounded numbers: the line always fits; the tests check the longest.
@@ -158,6 +160,8 @@ const FIRST_POLL: Duration = Duration::from_micros(20);
 const LONGEST_POLL: Duration = Duration::from_millis(2);
 
 impl GuardFile {
+    /// The file at `path`, in the part `role` (named in its errors), whose
+    /// mode and owner `sharing` trusts. Nothing is opened yet.
     pub fn new(path: CPath, role: FileRole, sharing: Sharing) -> GuardFile {
         GuardFile { path, role, sharing, open: None, flags: 0 }
     }
@@ -168,6 +172,7 @@ impl GuardFile {
         GuardFile { flags: libc::O_APPEND, ..GuardFile::new(path, role, sharing) }
     }
 
+    /// The file's path.
     pub fn path(&self) -> &CPath {
         &self.path
     }
@@ -281,7 +286,9 @@ impl GuardFile {
 #[must_use = "the lock is released as soon as this is dropped"]
 #[derive(Debug)]
 pub struct LockedFile<'a> {
+    /// The descriptor whose open file description holds the lock.
     pub fd: &'a Fd,
+    /// The file's part in the lock, for its errors.
     pub role: FileRole,
     /// Its length when locked: it changes only under an exclusive lock,
     /// and the holder of that keeps it up to date.
@@ -343,6 +350,8 @@ impl Drop for LockedFile<'_> {
 #[derive(Debug)]
 pub struct HeldGuard<'a> {
     file: LockedFile<'a>,
+    /// The state as read once the guard was held; [`store`](Self::store)
+    /// writes it back.
     pub state: GuardState,
     /// The time, read once the guard was held.
     pub now: Moment,
