@@ -8,12 +8,13 @@
 //! a lease or a queue file: [`GuardFile::lock_file`]), with a shorter range
 //! and [`Sleep`]. Each round arms the source, makes one attempt and, while
 //! the lock is busy, asks the source to block until something has happened
-//! since it was armed, or the delay passes. The source is armed
-//! *before* the attempt, so that a release that comes between the attempt
-//! and the wait is not lost: the wait then returns at once
-//! ([`Wake::Woken`]). A wake-up is followed by an attempt at once and
-//! leaves the backoff where it was; a timeout ([`Wake::TimedOut`]) doubles
-//! it, up to its cap. [`Sleep`] knows of no events and only sleeps.
+//! since it was armed, or the delay passes. The source is armed *before*
+//! the attempt, so that a release that comes between the attempt and the
+//! wait is not lost: the wait then returns at once ([`Wake::Woken`]). A
+//! wake-up is followed by an attempt at once and leaves the backoff where
+//! it was; a timeout ([`Wake::TimedOut`]) doubles it, up to its cap.
+//! [`Sleep`] knows of no events and only sleeps; [`Inotify`] wakes the
+//! waiter when the lock's name changes in its directory.
 //!
 //! The wait budget is a deadline on the monotonic clock, not a retry count,
 //! so slow attempts do not stretch it and clock steps do not shorten it. A
@@ -26,7 +27,8 @@
 use core::time::Duration;
 
 use crate::clock::MonoTime;
-use crate::error::Error;
+use crate::error::{Error, FileError, FileRole};
+use crate::sys::{self, CPath, Errno, Fd};
 
 /// How a [`WakeSource::wait`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +88,151 @@ pub struct Sleep;
 
 impl WakeSource for Sleep {
     fn wait(&mut self, timeout: Duration) -> Wake {
-        crate::sys::sleep(timeout);
+        sys::sleep(timeout);
         Wake::TimedOut
+    }
+}
+
+/// Wakes a waiter when the lock's name changes in its directory, by
+/// `inotify(7)`: removed or renamed away (the releases of `lockfile`,
+/// `mkdir` and `symlink`, and of the peers that share their formats:
+/// LockFile::Simple, dotlockfile, a shell's `rmdir`), rewritten in place
+/// (a `lease` or `toplock` file, `flock`'s state file), or given other
+/// attributes (an operator's `touch` or `chmod`). One inotify instance,
+/// with one watch on the directory; events for other names there are read
+/// and let pass. No allocation: the names live in fixed buffers.
+///
+/// Which path to give it: the lock's own ([`Lock::path`]) for every scheme
+/// but `flock`, whose kernel lock changes no file when it is let go; for
+/// `flock`, its state file ([`Lock::guard_path`]), which its holder
+/// rewrites just before, so that a waiter may now and then wake a moment
+/// too early and then wait out its delay. A `toplock` waiter's own first
+/// attempt, which joins the queue, wakes it once.
+///
+/// It sees what happens on this host only (on NFS, nothing that another
+/// host does), and nothing that frees a lock without touching it: a holder
+/// that dies, a record that expires, a cooldown that ends. The waiter's
+/// timeouts find those. A directory that goes away wakes the waiter; its
+/// watch is added again at the next [`arm`](WakeSource::arm), and until
+/// that succeeds the source only sleeps.
+///
+/// [`Lock::path`]: crate::Lock::path
+/// [`Lock::guard_path`]: crate::Lock::guard_path
+pub struct Inotify {
+    inotify: Fd,
+    dir: CPath,
+    name: [u8; NAME_CAPACITY],
+    name_len: usize,
+    /// The watch on `dir`, while the kernel keeps it.
+    watch: Option<i32>,
+}
+
+impl core::fmt::Debug for Inotify {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Inotify")
+            .field("dir", &self.dir)
+            .field("name", &core::str::from_utf8(&self.name[..self.name_len]).unwrap_or("(not UTF-8)"))
+            .field("watch", &self.watch)
+            .finish()
+    }
+}
+
+/// The longest name in a directory (Linux `NAME_MAX`).
+const NAME_CAPACITY: usize = 255;
+
+/// What may have freed a lock at a name, seen from its directory.
+const RELEASES: u32 = libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MODIFY | libc::IN_CLOSE_WRITE | libc::IN_ATTRIB;
+
+impl Inotify {
+    /// Watches the directory of the lock at `path` for changes to its
+    /// name. Fails if the process has no inotify instance left (`EMFILE`:
+    /// [`Error::Os`]) or the directory cannot be watched (an error about
+    /// it); a caller may then wait with [`Sleep`].
+    pub fn new(path: &CPath) -> Result<Inotify, Error> {
+        let name = path.file_name();
+        if name.is_empty() {
+            return Err(FileError::from_errno(FileRole::Lock, path, Errno::EINVAL));
+        }
+        if name.len() > NAME_CAPACITY {
+            return Err(FileError::from_errno(FileRole::Lock, path, Errno::ENAMETOOLONG));
+        }
+        let dir = CPath::from_parts(&[path.parent()])
+            .map_err(|_| FileError::from_errno(FileRole::Directory, path, Errno::ENAMETOOLONG))?;
+        let mut source = Inotify {
+            inotify: sys::inotify_init().map_err(Error::Os)?,
+            dir,
+            name: [0; NAME_CAPACITY],
+            name_len: name.len(),
+            watch: None,
+        };
+        source.name[..name.len()].copy_from_slice(name);
+        let watch = source.add_watch().map_err(|e| FileError::from_errno(FileRole::Directory, &source.dir, e))?;
+        source.watch = Some(watch);
+        Ok(source)
+    }
+
+    fn add_watch(&self) -> Result<i32, Errno> {
+        // Only a directory; and no events of files already unlinked (a
+        // helper file still open, a lock removed while a reader had it).
+        let mask = RELEASES | libc::IN_ONLYDIR | libc::IN_EXCL_UNLINK;
+        sys::inotify_add_watch(&self.inotify, &self.dir, mask)
+    }
+
+    /// Reads every queued event; `true` if one may have freed the lock.
+    /// Notes a watch the kernel dropped (its directory is gone).
+    fn read_events(&mut self) -> Result<bool, Errno> {
+        let (watch, name) = (self.watch, &self.name[..self.name_len]);
+        let (mut woken, mut dropped) = (false, false);
+        sys::read_inotify_events(&self.inotify, |event| {
+            let ours = Some(event.wd) == watch;
+            let gone = ours && event.mask & libc::IN_IGNORED != 0;
+            dropped |= gone;
+            // Events lost to an overflow may have held the release; a lock
+            // whose directory is gone is to be looked at again too.
+            woken |= event.mask & libc::IN_Q_OVERFLOW != 0
+                || gone
+                || (ours && event.mask & RELEASES != 0 && event.name == name);
+        })?;
+        if dropped {
+            self.watch = None;
+        }
+        Ok(woken)
+    }
+}
+
+impl WakeSource for Inotify {
+    /// Forgets the events so far, which the attempt that follows sees the
+    /// effect of, and watches the directory again if its watch was dropped.
+    fn arm(&mut self) -> Result<(), Error> {
+        self.read_events().map_err(Error::Os)?;
+        if self.watch.is_none() {
+            self.watch = self.add_watch().ok();
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Wake {
+        if self.watch.is_none() {
+            return Sleep.wait(timeout);
+        }
+        let end = MonoTime::now().saturating_add(timeout);
+        loop {
+            let left = end.remaining_from(MonoTime::now());
+            let news = match sys::poll_readable(&self.inotify, left) {
+                Ok(true) => self.read_events(),
+                Ok(false) => Ok(false),
+                Err(e) => Err(e),
+            };
+            match news {
+                Ok(true) => return Wake::Woken,
+                // Other names, or a signal: wait for what is left.
+                Ok(false) if !left.is_zero() && MonoTime::now() < end => {}
+                Ok(false) => return Wake::TimedOut,
+                // The instance failed (it cannot, short of a kernel bug):
+                // sleep rather than spin.
+                Err(_) => return Sleep.wait(end.remaining_from(MonoTime::now())),
+            }
+        }
     }
 }
 
@@ -483,6 +628,89 @@ mod tests {
         });
         assert_eq!(r, Err(Error::Os(crate::sys::Errno::EINVAL)));
         assert_eq!(attempts, 0, "armed before the first attempt");
+    }
+
+    /// A directory of its own for one test, and the path of a lock in it.
+    fn lock_in_test_dir(name: &str) -> (std::path::PathBuf, CPath) {
+        let dir = std::env::temp_dir().join(std::format!("lockcore-wait-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = CPath::from_parts(&[dir.join("lock").to_str().unwrap().as_bytes()]).unwrap();
+        (dir, lock)
+    }
+
+    /// The inotify source, armed before the "attempt": the lock file
+    /// removed between arming and waiting ends the wait at once.
+    #[test]
+    fn inotify_sees_a_release_between_arming_and_waiting() {
+        let (dir, lock) = lock_in_test_dir("release");
+        std::fs::write(dir.join("lock"), "held").unwrap();
+        let mut wake = Inotify::new(&lock).unwrap();
+        wake.arm().unwrap();
+        std::fs::remove_file(dir.join("lock")).unwrap();
+        // Missed, this would wait out the whole minute and time out.
+        assert_eq!(wake.wait(Duration::from_secs(60)), Wake::Woken);
+
+        // Made and removed again before arming: forgotten by the arming.
+        std::fs::write(dir.join("lock"), "held").unwrap();
+        std::fs::remove_file(dir.join("lock")).unwrap();
+        wake.arm().unwrap();
+        assert_eq!(wake.wait(Duration::from_millis(5)), Wake::TimedOut);
+
+        // Rewritten in place, as a lease or a queue file is.
+        std::fs::write(dir.join("lock"), "lease 2 held").unwrap();
+        wake.arm().unwrap();
+        std::fs::OpenOptions::new().write(true).open(dir.join("lock")).unwrap().write_all(b"lease 2 free").unwrap();
+        assert_eq!(wake.wait(Duration::from_secs(60)), Wake::Woken);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Changes to other names in the lock's directory (helper files, the
+    /// guard, other locks) do not wake the waiter.
+    #[test]
+    fn inotify_lets_other_names_pass() {
+        let (dir, lock) = lock_in_test_dir("others");
+        std::fs::write(dir.join("lock"), "held").unwrap();
+        let mut wake = Inotify::new(&lock).unwrap();
+        wake.arm().unwrap();
+        std::fs::write(dir.join("lock.guard"), "lockguard 2 1").unwrap();
+        std::fs::write(dir.join("lock.0123456789abcdef"), "helper").unwrap();
+        std::fs::remove_file(dir.join("lock.0123456789abcdef")).unwrap();
+        std::fs::write(dir.join("lockx"), "another lock").unwrap();
+        std::fs::remove_file(dir.join("lockx")).unwrap();
+        assert_eq!(wake.wait(Duration::from_millis(5)), Wake::TimedOut);
+        assert_eq!(wake.wait(Duration::ZERO), Wake::TimedOut, "a zero wait only looks");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A directory that goes away wakes the waiter (its lock is gone too);
+    /// after that the source sleeps until the directory is back and armed.
+    #[test]
+    fn inotify_wakes_when_the_directory_goes_and_watches_it_again() {
+        let (dir, lock) = lock_in_test_dir("gone");
+        let mut wake = Inotify::new(&lock).unwrap();
+        wake.arm().unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        assert_eq!(wake.wait(Duration::from_secs(60)), Wake::Woken);
+        wake.arm().unwrap();
+        assert_eq!(wake.wait(Duration::from_millis(1)), Wake::TimedOut, "nothing to watch: it sleeps");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("lock"), "held").unwrap();
+        wake.arm().unwrap();
+        std::fs::remove_file(dir.join("lock")).unwrap();
+        assert_eq!(wake.wait(Duration::from_secs(60)), Wake::Woken, "watched again");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn inotify_refuses_what_it_cannot_watch() {
+        let (dir, _) = lock_in_test_dir("refused");
+        let missing = CPath::from_parts(&[dir.join("no-such-dir/lock").to_str().unwrap().as_bytes()]).unwrap();
+        assert_eq!(Inotify::new(&missing).map(drop).map_err(|e| e.kind()), Err(ErrorKind::NotFound));
+        std::fs::write(dir.join("file"), "").unwrap();
+        let under_a_file = CPath::from_parts(&[dir.join("file/lock").to_str().unwrap().as_bytes()]).unwrap();
+        assert_eq!(Inotify::new(&under_a_file).map(drop).map_err(|e| e.kind()), Err(ErrorKind::NotADirectory));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
