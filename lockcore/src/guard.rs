@@ -47,6 +47,7 @@ use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
 use crate::sys::{self, CPath, Fd, FileStat, OfdLock};
 use crate::text::{parse_u64, FixedText, Words};
 use crate::trust::Sharing;
+use crate::wait::{self, Backoff, Sleep, WakeSource};
 
 /// Size of the guard record: one line, padded with spaces.
 pub const GUARD_RECORD_LEN: usize = 160;
@@ -80,6 +81,8 @@ impl GuardState {
         Ok(self.fence)
     }
 
+    /// The guard line: [`GUARD_RECORD_LEN`] bytes, padded with spaces and
+    /// ending with a newline, as [`parse`](Self::parse) reads it.
     pub fn encode(&self) -> FixedText<GUARD_RECORD_LEN> {
         let mut out = FixedText::new();
         // Bounded numbers: the line always fits; the tests check the longest.
@@ -147,10 +150,18 @@ pub struct GuardFile {
     flags: libc::c_int,
 }
 
-/// How long a guard section may keep a waiter waiting before it polls again.
+/// The first pause of a wait for a guard (or a lease or queue file),
+/// whose holders keep it for a few system calls: shorter than `acquire`'s
+/// ([`Backoff::FIRST`]).
+const FIRST_POLL: Duration = Duration::from_micros(20);
+
+/// How long a guard section may keep a waiter waiting before it polls
+/// again: the longest pause of that wait.
 const LONGEST_POLL: Duration = Duration::from_millis(2);
 
 impl GuardFile {
+    /// The file at `path`, in the part `role` (named in its errors), whose
+    /// mode and owner `sharing` trusts. Nothing is opened yet.
     pub fn new(path: CPath, role: FileRole, sharing: Sharing) -> GuardFile {
         GuardFile { path, role, sharing, open: None, flags: 0 }
     }
@@ -161,6 +172,7 @@ impl GuardFile {
         GuardFile { flags: libc::O_APPEND, ..GuardFile::new(path, role, sharing) }
     }
 
+    /// The file's path.
     pub fn path(&self) -> &CPath {
         &self.path
     }
@@ -182,7 +194,9 @@ impl GuardFile {
     /// ([`Contention::GuardHeld`] after it), creating the file complete with
     /// `initial` if it is missing; makes sure the path still names the
     /// locked file and that the file is still to be trusted, and reads the
-    /// time once all that holds.
+    /// time once all that holds. While another description holds it, the
+    /// wait is [`wait::wait_for`]'s, with pauses from 20 µs up to 2 ms: a
+    /// guard section lasts a few system calls.
     pub fn lock_file(
         &mut self,
         kind: OfdLock,
@@ -190,44 +204,72 @@ impl GuardFile {
         initial: &[u8],
         boot: Option<BootId>,
     ) -> Result<LockedFile<'_>, Error> {
-        let mut pause = Duration::from_micros(20);
+        // No event says when an OFD lock is let go: the wait polls.
+        self.lock_file_waking(kind, deadline, initial, boot, &mut Sleep)
+    }
+
+    /// [`lock_file`](Self::lock_file), waiting between tries on `wake`.
+    fn lock_file_waking(
+        &mut self,
+        kind: OfdLock,
+        deadline: MonoTime,
+        initial: &[u8],
+        boot: Option<BootId>,
+        wake: &mut dyn WakeSource,
+    ) -> Result<LockedFile<'_>, Error> {
         let pid = sys::getpid();
-        let role = self.role;
-        let size = loop {
-            if self.open.as_ref().map_or(true, |&(_, opener)| opener != pid) {
-                let (fd, _) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
-                self.open = Some((fd, pid));
-            }
-            let Some((fd, _)) = self.open.as_ref() else { continue };
-            if sys::try_ofd_lock(fd, kind).map_err(|e| FileError::io(role, e))? {
-                // The path must still name the inode we locked; otherwise the
-                // file was deleted or replaced and our lock excludes nobody.
-                let locked = sys::fstat(fd).map_err(|e| FileError::io(role, e))?;
-                match sys::lstat(&self.path) {
-                    Ok(now) if now.same_file(&locked) => {
-                        // Its owner may have changed its bits since we
-                        // opened it: judged again, under the lock.
-                        if let Err(e) = self.sharing.check_locked(role, &locked) {
-                            let _ = sys::ofd_unlock(fd);
-                            return Err(e);
-                        }
-                        break locked.size;
-                    }
-                    // Reopen, but by the same deadline: a file replaced over
-                    // and over must not keep us here.
-                    _ => self.open = None,
-                }
-            }
-            let now = MonoTime::now();
-            if now >= deadline {
-                return Err(Error::Busy(Contention::GuardHeld));
-            }
-            sys::sleep(pause.min(deadline.remaining_from(now)));
-            pause = (pause * 2).min(LONGEST_POLL);
-        };
+        // Jitter needs waiters to differ, not secrecy: processes differ by
+        // pid, the handles of one process by address.
+        let seed = ((pid as u64) << 32) ^ (self as *const GuardFile as usize as u64);
+        let backoff = Backoff::with_range(FIRST_POLL, LONGEST_POLL, seed);
+        let size = wait::wait_for(Some(deadline), wake, None, backoff, || self.try_lock_file(kind, initial, pid))
+            // Past the deadline the file is busy: the caller's budget, if it
+            // has one, is its own to judge (`acquire` tries again within it).
+            .map_err(|e| match e {
+                Error::Timeout(why) => Error::Busy(why),
+                other => other,
+            })?;
         match self.open.as_ref() {
-            Some((fd, _)) => Ok(LockedFile { fd, role, size, now: Moment::now(boot) }),
-            None => Err(Error::not_a_lock(role)),
+            Some((fd, _)) => Ok(LockedFile { fd, role: self.role, size, now: Moment::now(boot) }),
+            None => Err(Error::not_a_lock(self.role)),
+        }
+    }
+
+    /// One try of [`lock_file`](Self::lock_file): the file's size once it
+    /// is locked, still at its path and still to be trusted;
+    /// [`Contention::GuardHeld`] while another description holds it, or
+    /// when the path named another file (which the next try opens).
+    fn try_lock_file(&mut self, kind: OfdLock, initial: &[u8], pid: i32) -> Result<u64, Error> {
+        let role = self.role;
+        let fd = match self.open {
+            Some((ref fd, opener)) if opener == pid => fd,
+            _ => {
+                let (fd, _) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
+                &self.open.insert((fd, pid)).0
+            }
+        };
+        if !sys::try_ofd_lock(fd, kind).map_err(|e| FileError::io(role, e))? {
+            return Err(Error::Busy(Contention::GuardHeld));
+        }
+        // The path must still name the inode we locked; otherwise the file
+        // was deleted or replaced and our lock excludes nobody.
+        let locked = sys::fstat(fd).map_err(|e| FileError::io(role, e))?;
+        match sys::lstat(&self.path) {
+            Ok(now) if now.same_file(&locked) => {
+                // Its owner may have changed its bits since we opened it:
+                // judged again, under the lock.
+                if let Err(e) = self.sharing.check_locked(role, &locked) {
+                    let _ = sys::ofd_unlock(fd);
+                    return Err(e);
+                }
+                Ok(locked.size)
+            }
+            // Reopen, but by the same deadline: a file replaced over and
+            // over must not keep us here.
+            _ => {
+                self.open = None;
+                Err(Error::Busy(Contention::GuardHeld))
+            }
         }
     }
 
@@ -244,7 +286,9 @@ impl GuardFile {
 #[must_use = "the lock is released as soon as this is dropped"]
 #[derive(Debug)]
 pub struct LockedFile<'a> {
+    /// The descriptor whose open file description holds the lock.
     pub fd: &'a Fd,
+    /// The file's part in the lock, for its errors.
     pub role: FileRole,
     /// Its length when locked: it changes only under an exclusive lock,
     /// and the holder of that keeps it up to date.
@@ -306,6 +350,8 @@ impl Drop for LockedFile<'_> {
 #[derive(Debug)]
 pub struct HeldGuard<'a> {
     file: LockedFile<'a>,
+    /// The state as read once the guard was held; [`store`](Self::store)
+    /// writes it back.
     pub state: GuardState,
     /// The time, read once the guard was held.
     pub now: Moment,
@@ -351,6 +397,89 @@ mod tests {
     use super::*;
     use crate::clock::{BootTime, WallTime};
     use crate::error::ErrorKind;
+
+    use crate::wait::Wake;
+    use std::vec::Vec;
+
+    /// A fresh directory for one test.
+    fn test_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(std::format!("lockcore-guard-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A guard file, made, and another open file description of it holding
+    /// its lock, as another process in its guard section would.
+    fn held_guard(dir: &std::path::Path) -> (GuardFile, Fd) {
+        let path = CPath::from_parts(&[dir.join("lock.guard").to_str().unwrap().as_bytes()]).unwrap();
+        let mut guard = GuardFile::new(path.clone(), FileRole::Guard, Sharing::new(0o600));
+        drop(guard.lock(MonoTime::now().saturating_add(Duration::from_secs(5)), None).expect("a free guard"));
+        let other = sys::open(&path, libc::O_RDWR, 0).unwrap();
+        assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(true));
+        (guard, other)
+    }
+
+    /// Keeps the pauses it is asked for, without taking them: the tries
+    /// come as fast as they can, and only the deadline ends them.
+    struct Pauses(Vec<Duration>);
+
+    impl WakeSource for Pauses {
+        fn wait(&mut self, timeout: Duration) -> Wake {
+            self.0.push(timeout);
+            Wake::TimedOut
+        }
+    }
+
+    /// A guard held throughout: the wait answers `Busy(GuardHeld)` once its
+    /// deadline has passed, and not before; its pauses start below 20 µs
+    /// and grow to, never past, 2 ms.
+    #[test]
+    fn a_wait_for_a_held_guard_ends_by_its_deadline() {
+        let dir = test_dir("deadline");
+        let (mut guard, _other) = held_guard(&dir);
+        let deadline = MonoTime::now().saturating_add(Duration::from_millis(60));
+        let mut pauses = Pauses(Vec::new());
+        let initial = GuardState::default().encode();
+        let result = guard.lock_file_waking(OfdLock::Exclusive, deadline, initial.as_bytes(), None, &mut pauses);
+        assert_eq!(result.map(|file| file.size()), Err(Error::Busy(Contention::GuardHeld)));
+        assert!(MonoTime::now() >= deadline, "it gave up before its deadline");
+        let pauses = pauses.0;
+        assert!(pauses[0] < FIRST_POLL, "{pauses:?}");
+        assert!(pauses.iter().all(|&p| p < LONGEST_POLL), "{pauses:?}");
+        assert!(pauses.iter().any(|&p| p >= LONGEST_POLL / 2), "the pauses grew to the longest poll: {pauses:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The holder lets go during the third pause: the try right after it
+    /// takes the guard, which excludes the holder's description from then on.
+    #[test]
+    fn a_guard_is_taken_at_the_first_try_after_it_is_freed() {
+        struct LetGoAt<'a> {
+            other: &'a Fd,
+            waits: u32,
+        }
+        impl WakeSource for LetGoAt<'_> {
+            fn wait(&mut self, _: Duration) -> Wake {
+                self.waits += 1;
+                if self.waits == 3 {
+                    sys::ofd_unlock(self.other).unwrap();
+                }
+                Wake::TimedOut
+            }
+        }
+        let dir = test_dir("freed");
+        let (mut guard, other) = held_guard(&dir);
+        let mut wake = LetGoAt { other: &other, waits: 0 };
+        let far = MonoTime::now().saturating_add(Duration::from_secs(60));
+        let initial = GuardState::default().encode();
+        let file = guard.lock_file_waking(OfdLock::Exclusive, far, initial.as_bytes(), None, &mut wake).unwrap();
+        assert_eq!(wake.waits, 3, "taken by the try right after the holder let go");
+        assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(false), "and held");
+        drop(file);
+        assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(true), "until dropped");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn guard_state_round_trips_at_fixed_length() {

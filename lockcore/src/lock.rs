@@ -13,7 +13,7 @@ use crate::spec::{Spec, Target};
 use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, ReleaseOutcome};
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
-use crate::wait::{self, Sleep, WakeSource, Warnings};
+use crate::wait::{self, Backoff, Sleep, WakeSource, Warnings};
 
 /// How long `try_acquire` may wait for the file that orders the lock's
 /// changes (its guard, lease or queue), which its holders keep for a few
@@ -224,7 +224,7 @@ impl Lock {
         // the few milliseconds that takes.
         let reserve = if self.spec.scheme.supports(Ability::Queue) { ABANDON_RESERVE } else { Duration::ZERO };
         let attempts_end = budget.map(|budget| start.saturating_add(budget.saturating_sub(reserve).max(budget / 2)));
-        let result = wait::wait_for(attempts_end, wake, warnings, seed, || {
+        let result = wait::wait_for(attempts_end, wake, warnings, Backoff::new(seed), || {
             let now = MonoTime::now();
             let cap = now.saturating_add(ATTEMPT_PATIENCE);
             let waits_for = deadline.map(|deadline| deadline.remaining_from(now));

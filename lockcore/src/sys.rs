@@ -600,6 +600,102 @@ pub fn sleep(duration: Duration) {
     }
 }
 
+/// `ppoll(2)` on one descriptor, for input, for at most `timeout` (to the
+/// nanosecond, unlike `poll`'s milliseconds): `Ok(true)` once it has
+/// something to read (or an error to report, which the read then gives),
+/// `Ok(false)` when the time passed first or a signal cut the wait short.
+/// A caller that must wait the whole time reads its clock and waits again
+/// for what is left: the kernel's own count of it is not kept.
+pub fn poll_readable(fd: &Fd, timeout: Duration) -> SysResult<bool> {
+    let mut pollfd = libc::pollfd { fd: fd.0, events: libc::POLLIN, revents: 0 };
+    let timeout = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd, counted as one; a valid timespec; a null
+    // signal mask, which leaves the thread's own in force.
+    match cvt(unsafe { libc::ppoll(&mut pollfd, 1, &timeout, core::ptr::null()) }) {
+        Ok(ready) => Ok(ready > 0),
+        Err(Errno::EINTR) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `inotify_init1(2)` with `IN_NONBLOCK | IN_CLOEXEC`: a new inotify
+/// instance, whose reads never block (wait for it with [`poll_readable`]).
+/// `EMFILE` once the user has `max_user_instances` of them (128 by default).
+pub fn inotify_init() -> SysResult<Fd> {
+    // SAFETY: a plain call with flags; on success the kernel returns a new
+    // descriptor, which the Fd owns and closes.
+    cvt(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) }).map(Fd)
+}
+
+/// `inotify_add_watch(2)`: watches `path` (symlinks followed, unless `mask`
+/// has `IN_DONT_FOLLOW`) for the events in `mask`; returns the watch
+/// descriptor. Watching a file already watched replaces its mask and
+/// returns the same descriptor.
+pub fn inotify_add_watch(inotify: &Fd, path: &CPath, mask: u32) -> SysResult<i32> {
+    // SAFETY: NUL-terminated path; a descriptor we own (one that is no
+    // inotify instance fails with EINVAL).
+    retry(|| cvt(unsafe { libc::inotify_add_watch(inotify.0, path.as_cstr().as_ptr(), mask) }))
+}
+
+/// One event of an inotify instance, as [`read_inotify_events`] gives it.
+#[derive(Clone, Copy, Debug)]
+pub struct InotifyEvent<'a> {
+    /// The watch it came from (`-1` for `IN_Q_OVERFLOW`).
+    pub wd: i32,
+    /// What happened: `IN_*` bits.
+    pub mask: u32,
+    /// The name, in the watched directory, of the file it happened to;
+    /// empty for an event of the watched file itself.
+    pub name: &'a [u8],
+}
+
+/// Reads what the non-blocking inotify instance `inotify` has queued, into
+/// a fixed buffer, and calls `visit` with each event; returns once the
+/// queue is empty, or after 16 full reads, so that events that keep coming
+/// cannot hold the caller here (the rest stay queued).
+pub fn read_inotify_events(inotify: &Fd, mut visit: impl FnMut(InotifyEvent<'_>)) -> SysResult<()> {
+    // `struct inotify_event`: i32 wd, u32 mask, u32 cookie, u32 len, then
+    // `len` bytes of NUL-padded name. Room for at least one event with the
+    // longest name (255 bytes), and aligned for the kernel's records.
+    const HEADER: usize = 16;
+    #[repr(C, align(8))]
+    struct Buffer([u8; 4096]);
+    let mut buf = Buffer([0; 4096]);
+    for _ in 0..16 {
+        // SAFETY: the buffer is valid for writes of its whole length, and
+        // the kernel writes at most that many bytes of whole events into it.
+        let n = match retry(|| cvt(unsafe { libc::read(inotify.0, buf.0.as_mut_ptr().cast(), buf.0.len()) })) {
+            Ok(n) => n as usize,
+            Err(Errno::EAGAIN) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let mut at = 0usize;
+        while at + HEADER <= n {
+            let field = |offset: usize| {
+                let b = &buf.0[at + offset..at + offset + 4];
+                [b[0], b[1], b[2], b[3]]
+            };
+            let wd = i32::from_ne_bytes(field(0));
+            let mask = u32::from_ne_bytes(field(4));
+            let end = at + HEADER + u32::from_ne_bytes(field(12)) as usize;
+            if end > n {
+                return Err(Errno(libc::EIO));
+            }
+            let name = &buf.0[at + HEADER..end];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            visit(InotifyEvent { wd, mask, name });
+            at = end;
+        }
+    }
+    Ok(())
+}
+
 /// `getrandom(2)`, filling all of `buf` from the kernel's CSPRNG.
 pub fn getrandom(buf: &mut [u8]) -> SysResult<()> {
     let mut filled = 0;

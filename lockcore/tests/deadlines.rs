@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use common::files::{ofd_lock, tree, tree_changes, try_flock};
 use common::users::{check_identity, shm_for_everyone, SharedDir, TestUser, TestUsers};
 use common::*;
-use lockcore::wait::WakeSource;
+use lockcore::wait::{Sleep, Wake, WakeSource};
 use lockcore::{Contention, Error, Lock, MonoTime, ReleaseOutcome, SpecErrorKind, CHANGE_PATIENCE};
 
 /// "Well under 2 s": a bound on a call that promises 50 ms.
@@ -300,7 +300,7 @@ struct FloodOnFirstWait<'a> {
 }
 
 impl WakeSource for FloodOnFirstWait<'_> {
-    fn wait(&mut self, timeout: Duration) {
+    fn wait(&mut self, timeout: Duration) -> Wake {
         if !self.started {
             self.started = true;
             self.shm.open_gate(START);
@@ -309,7 +309,7 @@ impl WakeSource for FloodOnFirstWait<'_> {
                 std::thread::sleep(Duration::from_micros(200));
             }
         }
-        std::thread::sleep(timeout);
+        Sleep.wait(timeout)
     }
 }
 
