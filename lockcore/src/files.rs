@@ -232,6 +232,8 @@ pub fn with_suffix(path: &CPath, suffix: &[u8]) -> Result<CPath, Error> {
     CPath::from_parts(&[path.as_bytes(), suffix]).map_err(|_| path_too_long())
 }
 
+/// The spec error for a path derived from the target (a lock file, a
+/// guard, a helper name) that does not fit in a [`CPath`].
 pub fn path_too_long() -> Error {
     Error::Spec(crate::error::SpecError::new(
         crate::error::SpecErrorKind::PathTooLong,

@@ -43,8 +43,12 @@ pub const MARKER: &[u8] = b"lockcore 2 ";
 /// One acquisition as written on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// The process that took the lock.
     pub owner: Owner,
+    /// Drawn for this acquisition: what tells it from every other one,
+    /// of the same owner included.
     pub nonce: Nonce,
+    /// This acquisition's fencing token.
     pub fence: u64,
     /// When the lock was taken.
     pub since: WallTime,
@@ -143,8 +147,13 @@ pub enum LockFileContent {
     /// A record of this library.
     Ours(Record),
     /// A LockFile::Simple stamp, or liblockfile's with a pid (`dotlockfile
-    /// -p`): a pid and, with NFS, a host.
-    Stamp { pid: i32, host: Option<HostName> },
+    /// -p`).
+    Stamp {
+        /// The holder's pid; always positive.
+        pid: i32,
+        /// Its host, from an NFS stamp (`PID:HOST`); `None` means this one.
+        host: Option<HostName>,
+    },
     /// liblockfile's lock without a pid (`0`, from `dotlockfile` without
     /// `-p` and from `maillock`): valid, by liblockfile's rule, until five
     /// minutes after it was last touched.

@@ -40,6 +40,7 @@ use crate::strategy::{
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
 use crate::trust::Sharing;
 
+/// A `flock` lock: the target, flocked, and its guard file beside it.
 #[derive(Debug)]
 pub struct Flock {
     path: CPath,
@@ -49,6 +50,8 @@ pub struct Flock {
 }
 
 impl Flock {
+    /// The lock `spec` names, with its guard at `<target>.guard`; opens
+    /// nothing yet. A spec error if the guard's path is too long.
     pub fn new(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
         let path = spec.target().clone();
         Ok(Flock { state: GuardFile::new(guard_path(&path)?, FileRole::Guard, sharing), path, held: None })

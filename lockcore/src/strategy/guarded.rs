@@ -57,6 +57,8 @@ pub struct Guarded<S> {
 }
 
 impl<S: LockStore> Guarded<S> {
+    /// `store` with its guard at `<lock>.guard`, opened on first use. A
+    /// spec error if that path is too long.
     pub fn new(store: S, sharing: Sharing) -> Result<Guarded<S>, Error> {
         let guard = GuardFile::new(guard_path(store.path())?, FileRole::Guard, sharing);
         Ok(Guarded { store, guard })

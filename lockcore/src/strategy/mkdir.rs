@@ -37,6 +37,7 @@ pub struct Mkdir {
 }
 
 impl Mkdir {
+    /// The lock directory `spec` names: its target.
     pub fn new(spec: &Spec) -> Mkdir {
         Mkdir { lock: spec.target().clone() }
     }

@@ -34,6 +34,7 @@ pub struct Symlink {
 }
 
 impl Symlink {
+    /// The symlink `spec` names: its target.
     pub fn new(spec: &Spec) -> Symlink {
         Symlink { lock: spec.target().clone() }
     }

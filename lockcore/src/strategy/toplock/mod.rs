@@ -34,6 +34,7 @@ use line::{nanos, Grant, Line};
 use queue_file::{Log, QueueFile};
 use replay::Ended;
 
+/// A `toplock` lock: its queue file, and this handle's place in it.
 #[derive(Debug)]
 pub struct Toplock {
     queue: QueueFile,
@@ -43,6 +44,7 @@ pub struct Toplock {
 }
 
 impl Toplock {
+    /// The queue `spec` names: its target; opened on first use.
     pub fn new(spec: &Spec, sharing: Sharing) -> Toplock {
         Toplock { queue: QueueFile::new(spec.target().clone(), sharing), pending: None }
     }

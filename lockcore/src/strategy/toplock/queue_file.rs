@@ -46,6 +46,7 @@ pub struct QueueFile {
     sharing: Sharing,
     /// The kernel's boot id, read once: what a new queue's header names.
     kernel_boot: Option<crate::clock::BootId>,
+    /// What the last load, append of a request or exclusive section read.
     pub log: Log,
 }
 
@@ -53,6 +54,7 @@ pub struct QueueFile {
 pub struct Log {
     bytes: [u8; QUEUE_CAPACITY],
     len: usize,
+    /// Their replay, as of `now`.
     pub replay: Replay,
     /// The time of the last read, on the log's clock (boot-clock
     /// nanoseconds, never behind a time written in the log).
@@ -122,6 +124,7 @@ impl Log {
 }
 
 impl QueueFile {
+    /// The queue at `path`, opened on first use; nothing read yet.
     pub fn new(path: CPath, sharing: Sharing) -> QueueFile {
         QueueFile {
             file: GuardFile::new_append_only(path, FileRole::Lock, sharing),
@@ -137,6 +140,7 @@ impl QueueFile {
         }
     }
 
+    /// The queue file's path.
     pub fn path(&self) -> &CPath {
         self.file.path()
     }
