@@ -112,7 +112,7 @@ impl Owner {
     /// Writes the owner as five words, `<host> <boot|-> <pid namespace>
     /// <pid> <start>`: the one form every record of this library names its
     /// owner in.
-    pub fn encode_into<const N: usize>(&self, out: &mut FixedText<N>) -> fmt::Result {
+    pub(crate) fn encode_into<const N: usize>(&self, out: &mut FixedText<N>) -> fmt::Result {
         use fmt::Write;
         out.push_bytes(self.host.as_bytes())?;
         match self.boot {
@@ -123,7 +123,7 @@ impl Owner {
     }
 
     /// Parses the five words [`encode_into`](Self::encode_into) writes.
-    pub fn parse(words: &mut Words<'_>) -> Option<Owner> {
+    pub(crate) fn parse(words: &mut Words<'_>) -> Option<Owner> {
         let host = HostName::from_bytes(words.next()?)?;
         let boot = match words.next()? {
             b"-" => None,

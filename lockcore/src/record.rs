@@ -65,8 +65,12 @@ pub enum Stamp {
     PidHost,
 }
 
+// The text forms are the library's own, hidden from the documentation like
+// `crate::internals`, through which the workspace's tests and fuzz targets
+// reach their arguments and results.
 impl Record {
     /// The record line, without a newline.
+    #[doc(hidden)]
     pub fn encode_line(&self) -> FixedText<RECORD_LINE_CAPACITY> {
         let mut out = FixedText::new();
         // Every field is bounded (64-byte host, fixed-width numbers), so the
@@ -86,6 +90,7 @@ impl Record {
 
     /// Parses a record line. `None` when it does not start with the marker
     /// (not ours); `Some(Err)` when it does but does not parse.
+    #[doc(hidden)]
     pub fn parse_line(line: &[u8]) -> Option<Result<Record, CorruptKind>> {
         let rest = line.strip_prefix(MARKER)?;
         Some(parse_fields(&mut Words::new(rest)).ok_or(CorruptKind::Record))
@@ -93,6 +98,7 @@ impl Record {
 
     /// The lock file of `lockfile` and `mkdir`: the peers' stamp line, then
     /// the record line.
+    #[doc(hidden)]
     pub fn encode_lock_file(&self, stamp: Stamp) -> FixedText<RECORD_CAPACITY> {
         let mut out = FixedText::new();
         let _ = write!(out, "{}", self.owner.process.pid);

@@ -23,7 +23,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use common::*;
-use lockcore::guard::GUARD_RECORD_LEN;
+use lockcore::internals::GUARD_RECORD_LEN;
 use lockcore::{CorruptKind, ErrorKind, FileRole};
 
 /// Where in its state file the scheme keeps what a release reads, as an

@@ -11,7 +11,7 @@
 //!
 //! What the other strategies keep in their records lives beside it, in
 //! `<target>.guard`, written only by the holder of the kernel lock under a
-//! short lock of that file ([`crate::guard`]): the guard line (last fence,
+//! short lock of that file: the guard line (last fence,
 //! cooldown), then the holder's record, removed on release.
 //!
 //! TTL, prolong and cooldown, for this strategy:

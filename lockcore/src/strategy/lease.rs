@@ -26,7 +26,7 @@
 //! pid, and only on the word of a lease file nobody but this user could
 //! have written: the spec refuses `signal` with a `mode` that shares the
 //! lock, and a lease file of another user's, or one others may write, is
-//! refused before it is read ([`crate::trust`]).
+//! refused before it is read ([`Sharing`]).
 
 use core::fmt::Write;
 use core::time::Duration;

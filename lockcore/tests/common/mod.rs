@@ -34,8 +34,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lockcore::record::{Record, Stamp};
-use lockcore::{Lock, Nonce, Owner, WallTime};
+use lockcore::internals::Stamp;
+use lockcore::{Lock, Nonce, Owner, Record, WallTime};
 pub mod files;
 pub mod users;
 
@@ -267,7 +267,7 @@ pub fn forged_record(
 ) -> Vec<u8> {
     let mut owner = owner_as(pid, start_ticks);
     if let Some(host) = host {
-        owner.host = lockcore::owner::HostName::from_bytes(host.as_bytes()).expect("a valid host name");
+        owner.host = lockcore::HostName::from_bytes(host.as_bytes()).expect("a valid host name");
     }
     let expires = expires.map(|at| lockcore::Moment { wall: wall_time(at), boot: None });
     let record = Record { owner, nonce: Nonce::random().unwrap(), fence, since: WallTime::now(), expires };

@@ -10,8 +10,8 @@
 //! ```
 //!
 //! Every time is nanoseconds of the boot clock of the boot the header
-//! names, which nobody can step ([`crate::clock`]); `ttl` is a duration in
-//! nanoseconds. The header is what makes a file a queue of this library:
+//! names, which nobody can step ([`BootTime`](crate::BootTime)); `ttl` is
+//! a duration in nanoseconds. The header is what makes a file a queue of this library:
 //! a file whose first line is no header is never appended to.
 
 use core::fmt::Write;

@@ -13,8 +13,8 @@
 //! clock stepped or skewed by an hour either way does not end a holder's
 //! grant early, nor keep a dead one late. The fencing token of a grant is
 //! the grantee's wall clock in microseconds, or one more than the last
-//! token if that is greater ([`crate::fence`]), so that a queue file that
-//! was lost restarts above the tokens it gave.
+//! token if that is greater (as every strategy draws them), so that a
+//! queue file that was lost restarts above the tokens it gave.
 
 pub mod line;
 pub mod queue_file;

@@ -1,8 +1,8 @@
 //! How a `toplock` queue file is read, appended to and compacted.
 //!
 //! Readers hold a shared lock on the file, appenders and the compactor an
-//! exclusive one ([`GuardFile`]), every wait ending by the caller's
-//! deadline, and all check that the path still names their file, so no
+//! exclusive one (open-file-description locks), every wait ending by the
+//! caller's deadline, and all check that the path still names their file, so no
 //! line goes to a file that is being replaced. Every line is appended in
 //! one `write` to a file opened with `O_APPEND`. An append first checks,
 //! under the exclusive lock, that it leaves the file within
