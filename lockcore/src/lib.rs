@@ -70,6 +70,7 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
+#![warn(missing_docs)]
 
 #[cfg(test)]
 extern crate std;
