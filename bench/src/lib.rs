@@ -169,7 +169,7 @@ pub mod floor {
     /// `lease` locks its file), once to take and once to give back: (lock,
     /// pread, pwrite, unlock) x 2 of a lease line, on a descriptor kept open.
     pub fn locked_rewrite_twice(path: &Path) -> impl FnMut() {
-        const LINE: usize = lockcore::strategy::lease::LEASE_RECORD_LEN;
+        const LINE: usize = lockcore::internals::LEASE_RECORD_LEN;
         let p = c_path(path);
         // SAFETY: NUL-terminated path; the descriptor is leaked for the
         // benchmark's lifetime on purpose (closed at process exit).

@@ -1,4 +1,4 @@
-//! `lockcore::guard::GuardState::parse` on any bytes. A state that parses
+//! `lockcore::internals::GuardState::parse` on any bytes. A state that parses
 //! encodes to exactly `GUARD_RECORD_LEN` bytes that parse to the same
 //! state, and to the input itself when the input wrote its numbers as
 //! `encode` does. And any state built from the input bytes encodes to
@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use lockcore::guard::{GuardState, GUARD_RECORD_LEN};
+use lockcore::internals::{GuardState, GUARD_RECORD_LEN};
 use lockcore::FileRole;
 use lockcore_fuzz::{arbitrary_moment, is_canonical_decimal, shown};
 

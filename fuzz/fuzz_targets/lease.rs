@@ -1,4 +1,4 @@
-//! `lockcore::strategy::lease::LeaseState::parse` on any bytes: never a
+//! `lockcore::internals::LeaseState::parse` on any bytes: never a
 //! panic; a state that parses encodes to exactly `LEASE_RECORD_LEN` bytes
 //! that parse back to it; bytes without the `lease ` marker are no lease
 //! (never Corrupt, so never a file of ours); any state built from the input
@@ -7,9 +7,8 @@
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use lockcore::record::Record;
-use lockcore::strategy::lease::{LeaseState, LEASE_RECORD_LEN};
-use lockcore::{ErrorKind, Nonce, WallTime};
+use lockcore::internals::{LeaseState, LEASE_RECORD_LEN};
+use lockcore::{ErrorKind, Nonce, Record, WallTime};
 use lockcore_fuzz::{arbitrary_moment, arbitrary_owner, shown};
 
 fuzz_target!(|data: &[u8]| {

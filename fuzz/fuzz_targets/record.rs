@@ -1,4 +1,4 @@
-//! `lockcore::record::parse_lock_file` on any bytes. A record of ours
+//! `lockcore::internals::parse_lock_file` on any bytes. A record of ours
 //! re-encodes, in either first-line stamp, to bytes that parse to the same
 //! record; a peer's stamp, written again, parses to the same stamp; only
 //! the empty file is `Empty`; a file refused as no lock never starts with a
@@ -9,12 +9,12 @@
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use lockcore::record::{self, LockFileContent, Record, Stamp, Unrecognised, MARKER, RECORD_CAPACITY};
-use lockcore::{Nonce, WallTime};
+use lockcore::internals::{parse_lock_file, LockFileContent, Stamp, Unrecognised, RECORD_CAPACITY, RECORD_MARKER};
+use lockcore::{Nonce, Record, WallTime};
 use lockcore_fuzz::{arbitrary_moment, arbitrary_owner, shown};
 
 fuzz_target!(|data: &[u8]| {
-    match record::parse_lock_file(data) {
+    match parse_lock_file(data) {
         Ok(LockFileContent::Ours(record)) => check_encodes(&record),
         Ok(LockFileContent::Stamp { pid, host }) => {
             let mut stamp = pid.to_string().into_bytes();
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
                 stamp.extend_from_slice(host.as_bytes());
             }
             stamp.push(b'\n');
-            let again = record::parse_lock_file(&stamp);
+            let again = parse_lock_file(&stamp);
             assert_eq!(again, Ok(LockFileContent::Stamp { pid, host }), "the stamp written again: {}", shown(&stamp));
         }
         Ok(LockFileContent::PidLess) => assert_eq!(data, b"0\n"),
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
         Err(Unrecognised::NotALock) => {
             // Something with our marker after a stamp line is ours, damaged.
             if let Some(nl) = data.iter().position(|&b| b == b'\n') {
-                let ours = data[nl + 1..].starts_with(MARKER) && data.len() <= RECORD_CAPACITY;
+                let ours = data[nl + 1..].starts_with(RECORD_MARKER) && data.len() <= RECORD_CAPACITY;
                 let pid = std::str::from_utf8(&data[..nl]).ok().and_then(|text| text.parse::<i32>().ok());
                 let stamp_like = data[0] != b'+' && data[0] != b'0' && pid.is_some_and(|pid| pid > 0);
                 assert!(!(ours && stamp_like), "{} is ours, damaged, not a stranger's file", shown(data));
@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
 fn check_encodes(record: &Record) {
     for stamp in [Stamp::Pid, Stamp::PidHost] {
         let text = record.encode_lock_file(stamp);
-        let again = record::parse_lock_file(text.as_bytes());
+        let again = parse_lock_file(text.as_bytes());
         assert_eq!(again, Ok(LockFileContent::Ours(*record)), "encoded with {stamp:?} as {}", shown(text.as_bytes()));
     }
     let line = record.encode_line();

@@ -7,8 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use lockcore::spec::{Options, Scheme};
-use lockcore::sys::PATH_CAPACITY;
-use lockcore::Spec;
+use lockcore::{Spec, PATH_CAPACITY};
 use lockcore_fuzz::{percent_encode, shown};
 
 fuzz_target!(|data: &[u8]| {

@@ -1,10 +1,10 @@
-//! `lockcore::strategy::toplock::line::Line::parse` on any bytes: never a
+//! `lockcore::internals::Line::parse` on any bytes: never a
 //! panic; a line that parses encodes to a line that parses back to it and
 //! fits `LINE_CAPACITY`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lockcore::strategy::toplock::line::{Line, LINE_CAPACITY};
+use lockcore::internals::{Line, LINE_CAPACITY};
 use lockcore_fuzz::shown;
 
 fuzz_target!(|data: &[u8]| {

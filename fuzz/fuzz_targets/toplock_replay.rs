@@ -1,4 +1,4 @@
-//! `lockcore::strategy::toplock::replay::Replay::run` on any log: never a
+//! `lockcore::internals::Replay::run` on any log: never a
 //! panic; a log that replays keeps at most one holder, the head; the
 //! holder's fence is the last one handed out; and the log compacted from it
 //! replays to the same queue (requests, grants and fences, in order) and
@@ -6,8 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lockcore::strategy::toplock::line::Grant;
-use lockcore::strategy::toplock::replay::Replay;
+use lockcore::internals::{Grant, Replay};
 use lockcore_fuzz::shown;
 
 fuzz_target!(|data: &[u8]| {

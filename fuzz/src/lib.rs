@@ -30,8 +30,7 @@ pub fn shown(text: &[u8]) -> String {
 }
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
-use lockcore::owner::{BootId, HostName, ProcessId, HOST_CAPACITY};
-use lockcore::{BootTime, Moment, Owner, WallTime};
+use lockcore::{BootId, BootTime, HostName, Moment, Owner, ProcessId, WallTime, HOST_CAPACITY};
 
 /// An owner such as this library writes: a host name of 1 to 64 printable
 /// bytes other than `:`, a boot id or none, a positive pid, any start time.

@@ -27,24 +27,32 @@ use crate::sys;
 pub struct WallTime(i64);
 
 impl WallTime {
+    /// 1970-01-01T00:00:00Z.
     pub const EPOCH: WallTime = WallTime(0);
 
+    /// The wall clock now (`CLOCK_REALTIME`).
     pub fn now() -> WallTime {
         WallTime(sys::clock_ns(libc::CLOCK_REALTIME))
     }
 
+    /// The time `nanos` nanoseconds after (negative: before) the epoch.
     pub const fn from_unix_nanos(nanos: i64) -> WallTime {
         WallTime(nanos)
     }
 
+    /// Nanoseconds since the epoch; negative before it.
     pub const fn unix_nanos(self) -> i64 {
         self.0
     }
 
+    /// Whole milliseconds since the epoch, rounded down (towards the past,
+    /// also before 1970).
     pub const fn unix_millis(self) -> i64 {
         self.0.div_euclid(1_000_000)
     }
 
+    /// `d` later; the latest representable time (about the year 2262) if
+    /// that is past it.
     pub fn saturating_add(self, d: Duration) -> WallTime {
         WallTime(self.0.saturating_add(duration_nanos(d)))
     }
@@ -185,18 +193,22 @@ impl fmt::Debug for BootId {
 pub struct BootTime(i64);
 
 impl BootTime {
+    /// The boot clock now.
     pub fn now() -> BootTime {
         BootTime(sys::clock_ns(libc::CLOCK_BOOTTIME))
     }
 
+    /// The reading `nanos` nanoseconds after the boot began.
     pub const fn from_nanos(nanos: i64) -> BootTime {
         BootTime(nanos)
     }
 
+    /// Nanoseconds since the boot began.
     pub const fn nanos(self) -> i64 {
         self.0
     }
 
+    /// `d` later, saturating at the largest reading.
     pub fn saturating_add(self, d: Duration) -> BootTime {
         BootTime(self.0.saturating_add(duration_nanos(d)))
     }
@@ -206,6 +218,8 @@ impl BootTime {
 /// as both shared clocks tell it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Moment {
+    /// The wall clock's reading: what another host, or this one after a
+    /// reboot, judges the moment by, and what a person is shown.
     pub wall: WallTime,
     /// The boot clock's reading and its boot; `None` where the kernel has
     /// no boot id, and such a moment is judged by the wall clock alone.
@@ -219,6 +233,7 @@ impl Moment {
         Moment { wall: WallTime::now(), boot: boot.map(|id| (id, BootTime::now())) }
     }
 
+    /// `d` later on both clocks, each saturating at its largest reading.
     pub fn saturating_add(self, d: Duration) -> Moment {
         Moment { wall: self.wall.saturating_add(d), boot: self.boot.map(|(id, t)| (id, t.saturating_add(d))) }
     }
@@ -253,10 +268,13 @@ impl MonoTime {
     /// The clock's zero (boot, on Linux); only differences mean anything.
     pub const EPOCH: MonoTime = MonoTime(0);
 
+    /// The monotonic clock now.
     pub fn now() -> MonoTime {
         MonoTime(sys::clock_ns(libc::CLOCK_MONOTONIC))
     }
 
+    /// `d` later, saturating at the largest reading: a deadline that far
+    /// off is as good as none.
     pub fn saturating_add(self, d: Duration) -> MonoTime {
         MonoTime(self.0.saturating_add(duration_nanos(d)))
     }

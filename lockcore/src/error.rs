@@ -45,6 +45,7 @@ pub const KEY_TEXT_CAPACITY: usize = 32;
 /// A refused lock spec: which key (empty for the spec as a whole) and why.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct SpecError {
+    /// What was wrong.
     pub kind: SpecErrorKind,
     key: [u8; KEY_TEXT_CAPACITY],
     key_len: u8,
@@ -53,6 +54,8 @@ pub struct SpecError {
 }
 
 impl SpecError {
+    /// The error of `kind` about `key` (empty: the spec as a whole), whose
+    /// first [`KEY_TEXT_CAPACITY`] bytes are kept.
     pub fn new(kind: SpecErrorKind, key: &[u8], reason: &'static str) -> SpecError {
         let len = key.len().min(KEY_TEXT_CAPACITY);
         let mut text = [0u8; KEY_TEXT_CAPACITY];
@@ -176,17 +179,22 @@ pub enum Untrusted {
 /// An operation on one of the lock's files failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileError {
+    /// Which of the lock's files.
     pub file: FileRole,
+    /// What was wrong with it.
     pub problem: Problem,
     /// The system call's errno, when one failed.
     pub errno: Option<Errno>,
     /// The file's owner and permission bits, where they explain the error
     /// (a permission error, an untrusted file).
     pub owner_uid: Option<u32>,
+    /// Its permission bits (setuid, setgid and sticky included), where they
+    /// explain the error; see `owner_uid`.
     pub mode: Option<u32>,
 }
 
 impl FileError {
+    /// The error of `problem` with `file`, with no errno, owner or mode.
     pub fn new(file: FileRole, problem: Problem) -> FileError {
         FileError { file, problem, errno: None, owner_uid: None, mode: None }
     }
@@ -244,6 +252,8 @@ impl FileError {
 pub struct HolderSummary {
     /// 0 when no pid is known (a liblockfile lock without one, an empty directory).
     pub pid: i32,
+    /// The holder's host; `None` when its lock names none (a peer's stamp
+    /// without `:HOST`, which means this host).
     pub host: Option<HostName>,
     /// When it took (or last renewed) the lock, as far as is known.
     pub since: Option<WallTime>,
@@ -257,9 +267,18 @@ pub enum Contention {
     /// Someone holds it.
     Held(HolderSummary),
     /// It was released with a cooldown that is not over.
-    CoolingDown { until: WallTime },
-    /// Others are queued before this caller (`toplock`): `ahead` of them.
-    Queued { ahead: u32, holder: Option<HolderSummary> },
+    CoolingDown {
+        /// When the cooldown ends, on the wall clock as seen now.
+        until: WallTime,
+    },
+    /// Others are queued before this caller (`toplock`).
+    Queued {
+        /// How many pending requests come before this caller's (the
+        /// holder's among them, if there is one).
+        ahead: u32,
+        /// Who holds the lock now; `None` while its head has no valid grant.
+        holder: Option<HolderSummary>,
+    },
     /// The queue has no room for another request (`toplock`).
     QueueFull,
     /// Another process kept the file that orders every change to the lock
@@ -334,26 +353,45 @@ impl fmt::Display for Unsupported {
 /// the one the C interface gives a code each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
+    /// [`Error::Spec`], by what was wrong with the spec.
     Spec(SpecErrorKind),
+    /// [`Error::Busy`].
     Busy,
+    /// [`Error::Timeout`].
     Timeout,
+    /// [`Error::NotHeld`].
     NotHeld,
+    /// [`Error::AlreadyHeld`].
     AlreadyHeld,
+    /// [`Error::Unsupported`].
     Unsupported,
+    /// [`Error::Forked`].
     Forked,
+    /// [`Problem::NotFound`] with one of the lock's files.
     NotFound,
+    /// [`Problem::NotADirectory`] with one of the lock's files.
     NotADirectory,
+    /// [`Problem::PermissionDenied`] on one of the lock's files.
     PermissionDenied,
+    /// [`Problem::Symlink`]: one of the lock's files is a symbolic link.
     Symlink,
+    /// [`Problem::NotALock`]: one of the lock's paths holds something else.
     NotALock,
+    /// [`Problem::Corrupt`]: a file of this library's format that does not parse.
     Corrupt(CorruptKind),
+    /// [`Problem::Untrusted`], whichever the reason.
     Untrusted,
+    /// [`Error::Commit`].
     Commit,
+    /// [`Error::CommitOntoLock`].
     CommitOntoLock,
+    /// [`Error::Os`], and [`Problem::Io`] with one of the lock's files.
     Os,
 }
 
 impl Error {
+    /// What the error is, for matching on: one flat list, the one the C
+    /// interface turns into its result codes.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Spec(e) => ErrorKind::Spec(e.kind),

@@ -232,6 +232,8 @@ pub fn with_suffix(path: &CPath, suffix: &[u8]) -> Result<CPath, Error> {
     CPath::from_parts(&[path.as_bytes(), suffix]).map_err(|_| path_too_long())
 }
 
+/// The spec error for a path derived from the target (a lock file, a
+/// guard, a helper name) that does not fit in a [`CPath`].
 pub fn path_too_long() -> Error {
     Error::Spec(crate::error::SpecError::new(
         crate::error::SpecErrorKind::PathTooLong,
@@ -285,5 +287,45 @@ mod tests {
         );
         assert!(sys::lstat(&lock).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The identity a breaker checks before removing what it judged must
+    /// survive the file's inode number being given to a new file: ext4 hands
+    /// the number of a file just removed to the next file made in the same
+    /// directory. A stale lock is judged; it is then replaced and removed (by
+    /// the peer that replaced it, say) and a fresh lock made, under the same
+    /// number, is put at the path. Removing "the file that was judged" must
+    /// not take the fresh one.
+    #[test]
+    fn a_fresh_lock_that_reuses_the_judged_ones_inode_number_is_not_removed() {
+        let dir = std::env::temp_dir().join(std::format!("lockcore-files-reuse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = dir.join("lock");
+        let two_hours_ago = crate::clock::WallTime::now().unix_nanos() - 7200 * 1_000_000_000;
+        let mut reused = false;
+        for attempt in 0..20 {
+            std::fs::write(&lock, "1\n").unwrap();
+            sys::set_times_nofollow(&cpath(&lock), two_hours_ago).unwrap();
+            let judged = sys::lstat(&cpath(&lock)).unwrap();
+            std::fs::remove_file(&lock).unwrap();
+            let fresh = dir.join(std::format!("fresh-{attempt}"));
+            std::fs::write(&fresh, std::format!("{}\n", std::process::id())).unwrap();
+            if sys::lstat(&cpath(&fresh)).unwrap().ino != judged.ino {
+                std::fs::remove_file(&fresh).unwrap();
+                continue;
+            }
+            reused = true;
+            std::fs::rename(&fresh, &lock).unwrap();
+            let removed = remove_judged(&cpath(&lock), &judged, |aside| {
+                ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
+            });
+            assert_eq!(removed, Ok(false), "the fresh lock was taken for the judged one");
+            assert_eq!(std::fs::read_to_string(&lock).unwrap(), std::format!("{}\n", std::process::id()));
+            break;
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        if !reused {
+            std::eprintln!("skipped: this file system did not reuse the inode number (the case cannot arise here)");
+        }
     }
 }

@@ -84,6 +84,7 @@ impl Lock {
         Lock::with_spec(Spec::parse(spec.as_ref())?)
     }
 
+    /// [`open`](Self::open) for a spec already parsed.
     pub fn with_spec(spec: Spec) -> Result<Lock, Error> {
         Lock::with_owner(spec, Owner::current()?)
     }
@@ -99,6 +100,7 @@ impl Lock {
         Ok(Lock { spec, me: owner, pid: sys::getpid(), sharing, strategy, held: None, adopted: false })
     }
 
+    /// The spec this handle was opened with.
     pub fn spec(&self) -> &Spec {
         &self.spec
     }
@@ -485,14 +487,17 @@ pub struct LockGuard<'a> {
 }
 
 impl LockGuard<'_> {
+    /// The acquisition's fencing token ([`Acquired::fence`]).
     pub fn fence(&self) -> u64 {
         self.acquired.fence
     }
 
+    /// When others may break the lock, as acquired; `None` without a TTL.
     pub fn expires(&self) -> Option<WallTime> {
         self.acquired.expires
     }
 
+    /// [`Lock::prolong`] of the held lock.
     pub fn prolong(&mut self, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
         self.lock.prolong(ttl)
     }

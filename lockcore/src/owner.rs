@@ -42,6 +42,8 @@ impl HostName {
         Some(HostName { buf, len: bytes.len() as u8 })
     }
 
+    /// The name: 1 to [`HOST_CAPACITY`] printable ASCII bytes other than
+    /// `:` (empty only for [`HostName::UNKNOWN`]).
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len as usize]
     }
@@ -81,17 +83,23 @@ pub struct ProcessId {
     /// with a pid namespace of its own sees other pids: a holder there is
     /// neither found nor missed by a look at this namespace's `/proc`.
     pub namespace: u64,
+    /// Its pid in that namespace; positive in every record that parses.
     pub pid: i32,
+    /// When it started, in clock ticks (`sysconf(_SC_CLK_TCK)`, usually
+    /// 100 a second) since its boot; 0 where `/proc` could not tell, and
+    /// then its liveness is never judged.
     pub start_ticks: u64,
 }
 
 /// The identity of a lock holder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Owner {
+    /// The host it runs on.
     pub host: HostName,
     /// `None` where the kernel does not expose a boot id; such an owner's
     /// liveness is never judged.
     pub boot: Option<BootId>,
+    /// The process on that host and boot.
     pub process: ProcessId,
 }
 
@@ -104,7 +112,7 @@ impl Owner {
     /// Writes the owner as five words, `<host> <boot|-> <pid namespace>
     /// <pid> <start>`: the one form every record of this library names its
     /// owner in.
-    pub fn encode_into<const N: usize>(&self, out: &mut FixedText<N>) -> fmt::Result {
+    pub(crate) fn encode_into<const N: usize>(&self, out: &mut FixedText<N>) -> fmt::Result {
         use fmt::Write;
         out.push_bytes(self.host.as_bytes())?;
         match self.boot {
@@ -115,7 +123,7 @@ impl Owner {
     }
 
     /// Parses the five words [`encode_into`](Self::encode_into) writes.
-    pub fn parse(words: &mut Words<'_>) -> Option<Owner> {
+    pub(crate) fn parse(words: &mut Words<'_>) -> Option<Owner> {
         let host = HostName::from_bytes(words.next()?)?;
         let boot = match words.next()? {
             b"-" => None,
@@ -232,7 +240,11 @@ fn parse_pid(text: &[u8]) -> Option<i32> {
 /// The verdict on a lock holder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Liveness {
+    /// It runs: on this host (and boot), a process has its pid and, for a
+    /// record of this library, its start time.
     Alive,
+    /// Provably gone: no process has its pid, the one that has it started
+    /// later (a reuse of the pid), or it is a zombie with no thread left.
     Dead,
     /// On another host or boot, or not decidable here: never treated as dead.
     Unknown,
@@ -243,6 +255,8 @@ pub enum Liveness {
 pub struct Nonce(pub u128);
 
 impl Nonce {
+    /// 128 bits from the kernel's random source (`getrandom(2)`);
+    /// [`Error::Os`] if it fails.
     pub fn random() -> Result<Nonce, Error> {
         let mut bytes = [0u8; 16];
         sys::getrandom(&mut bytes).map_err(Error::Os)?;
@@ -260,6 +274,8 @@ impl Nonce {
         out
     }
 
+    /// Parses what [`hex`](Self::hex) writes: exactly 32 hex digits, either
+    /// case; `None` for anything else.
     pub fn parse_hex(text: &[u8]) -> Option<Nonce> {
         if text.len() != 32 {
             return None;

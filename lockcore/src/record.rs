@@ -43,8 +43,12 @@ pub const MARKER: &[u8] = b"lockcore 2 ";
 /// One acquisition as written on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// The process that took the lock.
     pub owner: Owner,
+    /// Drawn for this acquisition: what tells it from every other one,
+    /// of the same owner included.
     pub nonce: Nonce,
+    /// This acquisition's fencing token.
     pub fence: u64,
     /// When the lock was taken.
     pub since: WallTime,
@@ -61,8 +65,12 @@ pub enum Stamp {
     PidHost,
 }
 
+// The text forms are the library's own, hidden from the documentation like
+// `crate::internals`, through which the workspace's tests and fuzz targets
+// reach their arguments and results.
 impl Record {
     /// The record line, without a newline.
+    #[doc(hidden)]
     pub fn encode_line(&self) -> FixedText<RECORD_LINE_CAPACITY> {
         let mut out = FixedText::new();
         // Every field is bounded (64-byte host, fixed-width numbers), so the
@@ -82,6 +90,7 @@ impl Record {
 
     /// Parses a record line. `None` when it does not start with the marker
     /// (not ours); `Some(Err)` when it does but does not parse.
+    #[doc(hidden)]
     pub fn parse_line(line: &[u8]) -> Option<Result<Record, CorruptKind>> {
         let rest = line.strip_prefix(MARKER)?;
         Some(parse_fields(&mut Words::new(rest)).ok_or(CorruptKind::Record))
@@ -89,6 +98,7 @@ impl Record {
 
     /// The lock file of `lockfile` and `mkdir`: the peers' stamp line, then
     /// the record line.
+    #[doc(hidden)]
     pub fn encode_lock_file(&self, stamp: Stamp) -> FixedText<RECORD_CAPACITY> {
         let mut out = FixedText::new();
         let _ = write!(out, "{}", self.owner.process.pid);
@@ -143,8 +153,13 @@ pub enum LockFileContent {
     /// A record of this library.
     Ours(Record),
     /// A LockFile::Simple stamp, or liblockfile's with a pid (`dotlockfile
-    /// -p`): a pid and, with NFS, a host.
-    Stamp { pid: i32, host: Option<HostName> },
+    /// -p`).
+    Stamp {
+        /// The holder's pid; always positive.
+        pid: i32,
+        /// Its host, from an NFS stamp (`PID:HOST`); `None` means this one.
+        host: Option<HostName>,
+    },
     /// liblockfile's lock without a pid (`0`, from `dotlockfile` without
     /// `-p` and from `maillock`): valid, by liblockfile's rule, until five
     /// minutes after it was last touched.

@@ -40,8 +40,10 @@ macro_rules! schemes {
             abilities: [$($ability:ident),*],
         }
     )*) => {
-        /// The strategies a spec can name.
+        /// The strategies a spec can name. More may come: a `match` outside
+        /// this crate needs an arm for the others.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
         pub enum Scheme {
             $($(#[doc = $doc])* $(#[cfg($cfg)])? $variant,)*
         }

@@ -81,7 +81,7 @@ pub struct Options {
     /// Who may take the lock, as permission bits: `0600` (the default) its
     /// owner, `0660` the owner's group, `0666` everyone. The files the lock
     /// creates get exactly these bits, and the files it finds are trusted
-    /// only if nobody else could have written them ([`crate::trust`]).
+    /// only if nobody else could have written them ([`Sharing`](crate::Sharing)).
     pub mode: u32,
     /// `format`: LockFile::Simple's lock path template (`%f %D %F %%`).
     pub format: Option<ShortText>,

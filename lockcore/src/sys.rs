@@ -15,22 +15,39 @@ use core::time::Duration;
 pub struct Errno(pub i32);
 
 impl Errno {
+    /// `ENOENT`: no such file or directory.
     pub const ENOENT: Errno = Errno(libc::ENOENT);
+    /// `EEXIST`: the file exists.
     pub const EEXIST: Errno = Errno(libc::EEXIST);
+    /// `EINTR`: a signal interrupted the call (retried by every wrapper here).
     pub const EINTR: Errno = Errno(libc::EINTR);
+    /// `EACCES`: permission denied.
     pub const EACCES: Errno = Errno(libc::EACCES);
+    /// `EPERM`: the operation is not permitted.
     pub const EPERM: Errno = Errno(libc::EPERM);
+    /// `ELOOP`: a symbolic link where `O_NOFOLLOW` forbids one, or too many links.
     pub const ELOOP: Errno = Errno(libc::ELOOP);
+    /// `ESRCH`: no such process.
     pub const ESRCH: Errno = Errno(libc::ESRCH);
+    /// `EWOULDBLOCK`: the call would block (the same number as `EAGAIN` on Linux).
     pub const EWOULDBLOCK: Errno = Errno(libc::EWOULDBLOCK);
+    /// `ENOTDIR`: a component of the path is not a directory.
     pub const ENOTDIR: Errno = Errno(libc::ENOTDIR);
+    /// `EISDIR`: a directory where a file was expected.
     pub const EISDIR: Errno = Errno(libc::EISDIR);
+    /// `ENOTEMPTY`: the directory is not empty.
     pub const ENOTEMPTY: Errno = Errno(libc::ENOTEMPTY);
+    /// `ENAMETOOLONG`: the path, or a component of it, is too long.
     pub const ENAMETOOLONG: Errno = Errno(libc::ENAMETOOLONG);
+    /// `EROFS`: a read-only file system.
     pub const EROFS: Errno = Errno(libc::EROFS);
+    /// `EINVAL`: an invalid argument (also: a flag the file system does not support).
     pub const EINVAL: Errno = Errno(libc::EINVAL);
+    /// `ENOSYS`: the kernel does not have this system call.
     pub const ENOSYS: Errno = Errno(libc::ENOSYS);
+    /// `EAGAIN`: try again: the resource is busy (a lock held elsewhere).
     pub const EAGAIN: Errno = Errno(libc::EAGAIN);
+    /// `ENXIO`: no such device (opening a socket, or a fifo without a reader).
     pub const ENXIO: Errno = Errno(libc::ENXIO);
 
     /// The calling thread's current `errno`.
@@ -39,6 +56,7 @@ impl Errno {
         Errno(unsafe { *libc::__errno_location() })
     }
 
+    /// The number, as `errno` holds it.
     pub fn raw(self) -> i32 {
         self.0
     }
@@ -50,6 +68,7 @@ impl fmt::Debug for Errno {
     }
 }
 
+/// What a system call wrapper returns: its value, or the `errno` it set.
 pub type SysResult<T> = Result<T, Errno>;
 
 /// Turns a C return value into a result: `-1` means "see errno".
@@ -92,12 +111,17 @@ impl Eq for CPath {}
 /// Why bytes could not become a [`CPath`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathError {
+    /// It would not fit in [`PATH_CAPACITY`] bytes with its terminator.
     TooLong,
+    /// It holds a NUL byte, which no path can.
     InteriorNul,
+    /// It has no bytes at all.
     Empty,
 }
 
 impl CPath {
+    /// The path of no bytes: only a start for [`push`](Self::push), since
+    /// no system call accepts it.
     pub const fn empty() -> CPath {
         CPath { buf: [0; PATH_CAPACITY], len: 0 }
     }
@@ -114,6 +138,8 @@ impl CPath {
         Ok(path)
     }
 
+    /// Appends `bytes` (no separator is added). On an error the path is
+    /// unchanged.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), PathError> {
         if bytes.contains(&0) {
             return Err(PathError::InteriorNul);
@@ -128,10 +154,12 @@ impl CPath {
         Ok(())
     }
 
+    /// The path's bytes, without the terminator.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
 
+    /// The path with its terminator, for a C call.
     pub fn as_cstr(&self) -> &CStr {
         // The buffer always holds a terminator at `len` and no NUL before it
         // (push rejects interior NULs).
@@ -169,6 +197,7 @@ impl fmt::Debug for CPath {
 pub struct Fd(libc::c_int);
 
 impl Fd {
+    /// The descriptor's number, still owned by this `Fd`.
     pub fn raw(&self) -> libc::c_int {
         self.0
     }
@@ -272,12 +301,20 @@ pub fn ftruncate(fd: &Fd, len: u64) -> SysResult<()> {
 /// What lockcore needs of a `struct stat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileStat {
+    /// The device the file is on; with `ino`, the file's identity.
     pub dev: u64,
+    /// The inode number on that device, which the file system may give to
+    /// a new file once this one is removed.
     pub ino: u64,
+    /// File type and permission bits (`st_mode`).
     pub mode: u32,
+    /// The owner's user id.
     pub uid: u32,
+    /// The owning group's id.
     pub gid: u32,
+    /// How many names the file has.
     pub nlink: u64,
+    /// Length in bytes.
     pub size: u64,
     /// Modification time, nanoseconds since the Unix epoch.
     pub mtime_ns: i64,
@@ -297,14 +334,18 @@ impl FileStat {
         }
     }
 
+    /// Whether it is a regular file.
     pub fn is_file(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFREG
     }
 
+    /// Whether it is a directory.
     pub fn is_dir(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFDIR
     }
 
+    /// Whether it is a symbolic link (as `lstat(2)` reports one; `stat(2)`
+    /// follows it).
     pub fn is_symlink(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFLNK
     }
@@ -314,6 +355,9 @@ impl FileStat {
         self.mode & 0o7777
     }
 
+    /// Whether both describe one file now: the same device and inode.
+    /// (Not proof that it is unchanged, nor, once one of them was removed,
+    /// that it is the same file at all.)
     pub fn same_file(&self, other: &FileStat) -> bool {
         self.dev == other.dev && self.ino == other.ino
     }
@@ -461,8 +505,11 @@ pub fn rename(old: &CPath, new: &CPath) -> SysResult<()> {
 /// `flock(2)` operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlockOp {
+    /// `LOCK_EX`: excludes every other lock on the file.
     Exclusive,
+    /// `LOCK_SH`: excludes only exclusive locks.
     Shared,
+    /// `LOCK_UN`: gives up the lock this description holds.
     Unlock,
 }
 

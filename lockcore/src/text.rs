@@ -12,14 +12,18 @@ pub struct FixedText<const N: usize> {
 }
 
 impl<const N: usize> FixedText<N> {
+    /// No text yet.
     pub const fn new() -> Self {
         FixedText { buf: [0; N], len: 0 }
     }
 
+    /// The text written so far.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
 
+    /// Appends `bytes` whole, or, if they do not fit, nothing and
+    /// [`fmt::Error`].
     pub fn push_bytes(&mut self, bytes: &[u8]) -> fmt::Result {
         let end = self.len.checked_add(bytes.len()).filter(|&end| end <= N).ok_or(fmt::Error)?;
         self.buf[self.len..end].copy_from_slice(bytes);
@@ -65,6 +69,8 @@ pub struct Words<'a> {
 }
 
 impl<'a> Words<'a> {
+    /// The words of `line`, which holds no newline. An empty line is one
+    /// empty word.
     pub fn new(line: &'a [u8]) -> Words<'a> {
         Words { rest: Some(line) }
     }

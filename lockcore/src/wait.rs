@@ -5,7 +5,7 @@
 //! [`wait_for`] is every wait of the crate: `acquire`'s wait for the lock,
 //! with [`Backoff::new`]'s range and the caller's [`WakeSource`], and each
 //! operation's wait for the file that orders the lock's changes (a guard,
-//! a lease or a queue file: [`GuardFile::lock_file`]), with a shorter range
+//! a lease or a queue file: `GuardFile::lock_file`), with a shorter range
 //! and [`Sleep`]. Each round arms the source, makes one attempt and, while
 //! the lock is busy, asks the source to block until something has happened
 //! since it was armed, or the delay passes. The source is armed *before*
@@ -22,7 +22,6 @@
 //! wake-up, and the deadline ends that wait like any other. Warnings come
 //! as the deadline does, from the loop's own clock, whatever the source says.
 //!
-//! [`GuardFile::lock_file`]: crate::guard::GuardFile::lock_file
 
 use core::time::Duration;
 

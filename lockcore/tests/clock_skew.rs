@@ -20,7 +20,7 @@
 //!   comparing its process's start with that mtime across clocks; an hour
 //!   of skew either way, of the contender's clock or of the clock that
 //!   stamped the file (its mtime set an hour back while Perl holds it), is
-//!   within `owner::FOREIGN_CLOCK_TOLERANCE` (2 h). The contender is told
+//!   within `lockcore::FOREIGN_CLOCK_TOLERANCE` (2 h). The contender is told
 //!   `Busy`. The two skews together (2 h) are at that tolerance, not
 //!   within it, and are not tried.
 //! * A foreign stamp's age is its mtime against the wall clock: that is the

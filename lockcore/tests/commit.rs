@@ -18,8 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use lockcore::sys::{CPath, Errno};
-use lockcore::{Error, ReleaseOutcome};
+use lockcore::{CPath, Errno, Error, ReleaseOutcome};
 
 fn cpath(path: impl AsRef<Path>) -> CPath {
     CPath::from_parts(&[path.as_ref().as_os_str().as_bytes()]).unwrap()

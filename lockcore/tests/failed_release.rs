@@ -23,7 +23,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use common::*;
-use lockcore::guard::GUARD_RECORD_LEN;
+use lockcore::internals::GUARD_RECORD_LEN;
 use lockcore::{CorruptKind, ErrorKind, FileRole};
 
 /// Where in its state file the scheme keeps what a release reads, as an
@@ -37,6 +37,7 @@ fn what_a_release_reads(scheme: Scheme) -> (u64, FileRole, CorruptKind) {
         // The line after `lease 2 `, the header after `H 4 `.
         Scheme::Lease => (8, FileRole::Lock, CorruptKind::Record),
         Scheme::Toplock => (4, FileRole::Lock, CorruptKind::Record),
+        other => unknown_format(other),
     }
 }
 

@@ -19,7 +19,7 @@
 //!
 //! Every fence handed out here is strictly greater than every earlier one
 //! and never below the wall clock in microseconds at the moment it was
-//! handed out (`lockcore::fence::next`'s floor).
+//! handed out.
 
 mod common;
 

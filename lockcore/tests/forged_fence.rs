@@ -23,7 +23,7 @@
 //! attempt leaves its request and its withdrawal behind. After an operator
 //! removes the forged file, every fence handed out is strictly greater
 //! than every earlier one and never below the wall clock in microseconds
-//! at the moment it was handed out (`lockcore::fence::next`'s floor).
+//! at the moment it was handed out.
 
 mod common;
 
@@ -32,11 +32,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use lockcore::guard::GuardState;
-use lockcore::record::Record;
-use lockcore::strategy::lease::LeaseState;
-use lockcore::strategy::toplock::line::{Grant, Header, Line};
-use lockcore::{BootTime, CorruptKind, ErrorKind, Lock, Moment, Nonce, Owner, WallTime};
+use lockcore::internals::{Grant, GuardState, Header, LeaseState, Line};
+use lockcore::{BootTime, CorruptKind, ErrorKind, Lock, Moment, Nonce, Owner, Record, WallTime};
 
 /// The fences a test has seen handed out, in order.
 #[derive(Default)]
@@ -94,6 +91,7 @@ fn state_at_largest_fence(scheme: Scheme, dir: &Path) -> Vec<u8> {
         Scheme::Lockfile | Scheme::Mkdir | Scheme::Flock | Scheme::Symlink => {
             unreachable!("{} keeps a guard", scheme.name())
         }
+        other => unknown_format(other),
     }
 }
 
@@ -174,6 +172,7 @@ fn leave_expired_at_largest_fence(scheme: Scheme, dir: &Path) {
             std::fs::write(&lock, log).unwrap();
         }
         Scheme::Flock => unreachable!("a flock lock is never stale"),
+        other => unknown_format(other),
     }
     if matches!(scheme, Scheme::Lease | Scheme::Toplock) {
         // As private as the library makes it, so that it is judged by its

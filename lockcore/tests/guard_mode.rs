@@ -124,6 +124,7 @@ fn check_held(scheme: Scheme, dir: &Path, mode: u32, what: &str) {
         }
         // The lock is the state file, checked above.
         Scheme::Lease | Scheme::Toplock => assert!(state_files.contains(&lock_path), "{what}"),
+        other => unknown_format(other),
     }
 }
 

@@ -26,8 +26,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::*;
-use lockcore::sys::CPath;
-use lockcore::{CommitOutcome, Moment, Owner, WallTime};
+use lockcore::{CPath, CommitOutcome, Moment, Owner, WallTime};
 
 /// `fcntl(F_OFD_SETLK)` of the whole file, as the library takes it.
 fn ofd_lock(file: &File, l_type: libc::c_int) -> std::io::Result<()> {

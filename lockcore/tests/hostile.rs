@@ -84,11 +84,8 @@ use std::time::Duration;
 
 use common::files::{helper_names, tree, tree_changes, wait_or_kill, Tree};
 use common::*;
-use lockcore::guard::{GuardState, GUARD_RECORD_LEN};
-use lockcore::record::{parse_lock_file, LockFileContent, Record, Stamp};
-use lockcore::strategy::lease::LeaseState;
-use lockcore::strategy::toplock::line::Line;
-use lockcore::{Error, Lock};
+use lockcore::internals::{parse_lock_file, GuardState, LeaseState, Line, LockFileContent, Stamp, GUARD_RECORD_LEN};
+use lockcore::{Error, Lock, Record};
 
 /// How long a fifo case may run before its child is killed as hung.
 const FIFO_DEADLINE: Duration = Duration::from_secs(20);
@@ -364,7 +361,7 @@ fn spot_path(scheme: Scheme, d: &Path, spot: Spot) -> PathBuf {
 /// A process on another host: alive as far as anyone here can tell.
 fn elsewhere() -> lockcore::Owner {
     let mut owner = owner_as(4242, 1);
-    owner.host = lockcore::owner::HostName::from_bytes(b"elsewhere").unwrap();
+    owner.host = lockcore::HostName::from_bytes(b"elsewhere").unwrap();
     owner
 }
 

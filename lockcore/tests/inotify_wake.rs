@@ -17,14 +17,14 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use lockcore::sys::CPath;
 use lockcore::wait::{Inotify, Wake, WakeSource};
+use lockcore::CPath;
 use lockcore::{Error, Lock, ReleaseOutcome};
 
 fn watched(scheme: Scheme, lock: &Lock) -> CPath {
     match scheme {
         Scheme::Flock => lock.guard_path().expect("flock keeps a state file").clone(),
-        _ => lock.path().clone(),
+        _ => lock.path().expect("a lock that keeps files").clone(),
     }
 }
 

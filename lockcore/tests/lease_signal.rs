@@ -27,7 +27,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use lockcore::strategy::lease::LeaseState;
+use lockcore::internals::LeaseState;
 use lockcore::{ErrorKind, FileRole, Problem, SpecErrorKind, Untrusted};
 
 #[test]

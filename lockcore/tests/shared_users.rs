@@ -47,9 +47,7 @@ use common::users::{
     check_identity, child_user, file_kind, shm_for_everyone, SharedDir, TestUser, TestUsers, UserChild,
 };
 use common::{child_main, snapshot, var, var_usize, wait_until, SchemeFiles, Shm};
-use lockcore::guard::GuardState;
-use lockcore::strategy::lease::LeaseState;
-use lockcore::strategy::toplock::line::{Header, Line};
+use lockcore::internals::{GuardState, Header, LeaseState, Line};
 use lockcore::{BootTime, Error, FileRole, Lock, Moment, Owner, Problem, ReleaseOutcome, Scheme};
 
 /// Acquisitions per holder: enough for every holder to meet the others'
@@ -274,6 +272,7 @@ fn held_files_wrongly(scheme: Scheme, lock: &Path, share_gid: u32) -> Vec<String
         }
         Scheme::Flock | Scheme::Lease | Scheme::Toplock => check(lock, '-', Some(0o660)),
         Scheme::Symlink => check(lock, 'l', None),
+        other => common::unknown_format(other),
     }
     problems
 }

@@ -34,8 +34,7 @@ use std::time::Duration;
 
 use common::users::{self, TestUser, TestUsers};
 use common::*;
-use lockcore::owner::HostName;
-use lockcore::{Error, Liveness, ReleaseOutcome};
+use lockcore::{Error, HostName, Liveness, ReleaseOutcome};
 
 const RACERS: usize = 16;
 

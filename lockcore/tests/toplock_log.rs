@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::files::{ofd_lock, ofd_unlock};
 use common::*;
-use lockcore::strategy::toplock::queue_file::COMPACT_AT;
+use lockcore::internals::COMPACT_AT;
 use lockcore::{BootTime, CorruptKind, ErrorKind, Lock, ProlongOutcome, ReleaseOutcome};
 
 const HOUR_NS: i64 = 3_600_000_000_000;

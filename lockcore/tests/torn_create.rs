@@ -332,7 +332,7 @@ fn flock_file_created_but_not_written_is_taken_at_once() {
 
         // A holder killed half way through writing its record after the
         // guard line (the flock'd file itself is never written).
-        let guard = lockcore::guard::GuardState { fence: first.fence, cooldown_until: None }.encode();
+        let guard = lockcore::internals::GuardState { fence: first.fence, cooldown_until: None }.encode();
         let full = forged_record(4242, 1, None, first.fence, None);
         let line = std::str::from_utf8(&full).unwrap().lines().nth(1).unwrap().to_owned();
         let mut torn = guard.as_bytes().to_vec();

@@ -45,7 +45,7 @@ pub enum Failure {
     /// written with the path of the file it is about.
     Located {
         code: lock_result,
-        errno: Option<lockcore::sys::Errno>,
+        errno: Option<lockcore::Errno>,
         text: String,
     },
     Code(lock_result),

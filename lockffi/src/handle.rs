@@ -80,7 +80,7 @@ impl lock_handle {
         let mut this = self;
         drop(this.watchdog.get_mut().take());
         let lock = this.lock.get_mut();
-        let own = lock.held().is_some_and(|held| held.owner.process.pid == lockcore::sys::getpid());
+        let own = lock.held().is_some_and(|held| held.owner.process.pid == std::process::id() as i32);
         if !own {
             return Ok(lock_result::LOCK_OK);
         }

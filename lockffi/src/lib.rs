@@ -87,14 +87,16 @@ fn duration_arg(ms: u64) -> Result<Duration, Failure> {
 fn claim_own(handle: &lock_handle) -> Result<Claimed<'_>, Failure> {
     let mut claimed = handle.claim()?;
     match claimed.lock().held() {
-        Some(held) if held.owner.process.pid != lockcore::sys::getpid() => Err(Failure::Core(lockcore::Error::Forked)),
+        Some(held) if held.owner.process.pid != std::process::id() as i32 => {
+            Err(Failure::Core(lockcore::Error::Forked))
+        }
         _ => Ok(claimed),
     }
 }
 
 /// A thread that could not be made: `LOCK_ERR_SYSTEM`, with its errno.
 fn no_thread(error: std::io::Error) -> Failure {
-    Failure::Core(lockcore::Error::Os(lockcore::sys::Errno(error.raw_os_error().unwrap_or(libc::EAGAIN))))
+    Failure::Core(lockcore::Error::Os(lockcore::Errno(error.raw_os_error().unwrap_or(libc::EAGAIN))))
 }
 
 /// Size of `lock_info.owner_host`, terminator included.
@@ -394,8 +396,7 @@ pub unsafe extern "C" fn lock_commit(
         // SAFETY: non-NULL and NUL-terminated by the contract above.
         let (temp, target) = unsafe { (CStr::from_ptr(temp_path), CStr::from_ptr(target_path)) };
         let as_path = |p: &CStr| {
-            lockcore::sys::CPath::from_parts(&[p.to_bytes()])
-                .map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
+            lockcore::CPath::from_parts(&[p.to_bytes()]).map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
         };
         let (temp, target) = (as_path(temp)?, as_path(target)?);
         let outcome = {

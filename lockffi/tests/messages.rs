@@ -75,7 +75,7 @@ fn spec(scheme: Scheme, dir: &Path, query: &str) -> String {
 /// The lock's path and its guard's, as lockcore names them.
 fn paths(spec: &str) -> (String, Option<String>) {
     let lock = lockcore::Lock::open(spec.as_bytes()).unwrap();
-    let text = |p: &lockcore::sys::CPath| String::from_utf8(p.as_bytes().to_vec()).unwrap();
+    let text = |p: &lockcore::CPath| String::from_utf8(p.as_bytes().to_vec()).unwrap();
     (text(lock.path().expect("a lock that keeps files")), lock.guard_path().map(text))
 }
 

@@ -11,7 +11,7 @@
 //!
 //! What the other strategies keep in their records lives beside it, in
 //! `<target>.guard`, written only by the holder of the kernel lock under a
-//! short lock of that file ([`crate::guard`]): the guard line (last fence,
+//! short lock of that file: the guard line (last fence,
 //! cooldown), then the holder's record, removed on release.
 //!
 //! TTL, prolong and cooldown, for this strategy:
@@ -41,6 +41,7 @@ use crate::strategy::{
 use crate::sys::{self, CPath, Errno, Fd, FlockOp};
 use crate::trust::Sharing;
 
+/// A `flock` lock: the target, flocked, and its guard file beside it.
 #[derive(Debug)]
 pub struct Flock {
     path: CPath,
@@ -50,6 +51,8 @@ pub struct Flock {
 }
 
 impl Flock {
+    /// The lock `spec` names, with its guard at `<target>.guard`; opens
+    /// nothing yet. A spec error if the guard's path is too long.
     pub fn new(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
         let path = spec.file_target()?.clone();
         Ok(Flock { state: GuardFile::new(guard_path(&path)?, FileRole::Guard, sharing), path, held: None })

@@ -5,13 +5,14 @@
 //! the cooldown, judging what was found, fences, breaking a stale lock and
 //! the outcomes of release, prolong and commit.
 //!
-//! Every operation runs inside one guard section ([`crate::guard`]), so
+//! Every operation runs inside one guard section (a short lock of
+//! `<lock>.guard`), so
 //! "judge the record, remove exactly it" cannot race with another breaker
 //! or creator of this library. Programs that take no guard (LockFile::Simple,
 //! liblockfile, a shell `mkdir`) can still create a lock at the path at any
 //! moment, or rename one over whatever is there; [`LockStore::remove`], of
 //! their locks and of ours, therefore checks, right before removing, that
-//! it is still the file that was judged ([`crate::files::remove_judged`]).
+//! it is still the file that was judged (`files::remove_judged`).
 
 use core::time::Duration;
 
@@ -63,6 +64,8 @@ pub struct Guarded<S> {
 }
 
 impl<S: LockStore> Guarded<S> {
+    /// `store` with its guard at `<lock>.guard`, opened on first use. A
+    /// spec error if that path is too long.
     pub fn new(store: S, sharing: Sharing) -> Result<Guarded<S>, Error> {
         let guard = GuardFile::new(guard_path(store.path())?, FileRole::Guard, sharing);
         Ok(Guarded { store, guard })

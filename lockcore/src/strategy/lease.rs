@@ -26,7 +26,7 @@
 //! pid, and only on the word of a lease file nobody but this user could
 //! have written: the spec refuses `signal` with a `mode` that shares the
 //! lock, and a lease file of another user's, or one others may write, is
-//! refused before it is read ([`crate::trust`]).
+//! refused before it is read ([`Sharing`]).
 
 use core::fmt::Write;
 use core::time::Duration;
@@ -49,6 +49,7 @@ use crate::trust::Sharing;
 /// over the whole of the old one.
 pub const LEASE_RECORD_LEN: usize = 16 + RECORD_LINE_CAPACITY;
 
+/// A `lease` lock: the lease file, and the signal for an expired holder.
 #[derive(Debug)]
 pub struct Lease {
     file: GuardFile,
@@ -58,8 +59,15 @@ pub struct Lease {
 /// The lease file's content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseState {
+    /// `lease 2 held <record line>`: taken by the acquisition `Record` names.
     Held(Record),
-    Free { not_before: Option<Moment>, fence: u64 },
+    /// `lease 2 free <fence> <not before>`: nobody holds it.
+    Free {
+        /// A cooldown: nobody takes the lease before then; `None` for none.
+        not_before: Option<Moment>,
+        /// The last fencing token handed out; 0 before the first.
+        fence: u64,
+    },
 }
 
 impl LeaseState {
@@ -70,6 +78,8 @@ impl LeaseState {
         }
     }
 
+    /// The file's content: the line padded with spaces to exactly
+    /// [`LEASE_RECORD_LEN`] bytes, newline included.
     pub fn encode(&self) -> FixedText<LEASE_RECORD_LEN> {
         let mut out = FixedText::new();
         // Bounded fields: the longest record line and numbers always fit.
@@ -86,7 +96,12 @@ impl LeaseState {
         out
     }
 
-    /// Parses a lease file's bytes (at most one more than a line).
+    /// Parses a lease file's bytes (at most one more than a line). A file
+    /// that does not start with `lease ` is [`Problem::NotALock`]; one that
+    /// does but does not parse, [`CorruptKind::Record`] (or
+    /// [`CorruptKind::RecordTooLong`]).
+    ///
+    /// [`Problem::NotALock`]: crate::error::Problem::NotALock
     pub fn parse(bytes: &[u8]) -> Result<LeaseState, Error> {
         if !bytes.starts_with(b"lease ") {
             return Err(Error::not_a_lock(FileRole::Lock));

@@ -36,6 +36,9 @@ pub struct LockFile {
 }
 
 impl LockFile {
+    /// The lock file `spec` names: `<target>.lock`, or as its `ext` or
+    /// `format` says. A spec error if that path is too long or is the
+    /// target itself.
     fn new(spec: &Spec) -> Result<LockFile, Error> {
         let options = &spec.options;
         let target = spec.file_target()?;

@@ -33,6 +33,7 @@ use crate::trust::Sharing;
 pub struct Context<'a> {
     /// The calling process.
     pub me: &'a Owner,
+    /// The spec's options.
     pub options: &'a Options,
     /// Who the lock trusts and the modes of what it creates, from `mode`.
     pub sharing: Sharing,
@@ -108,6 +109,7 @@ pub struct Holder {
     pub host: Option<HostName>,
     /// The full record, when the holder is this library.
     pub record: Option<Record>,
+    /// Whether its owner lives, as far as this host can tell.
     pub liveness: Liveness,
     /// Whether the next acquirer would break this lock.
     pub stale: bool,
@@ -170,7 +172,7 @@ pub struct Inspection {
 ///   other holder and returns it, or returns [`Error::Busy`] (held by someone
 ///   else, or cooling down) or another error. Its fence is strictly greater
 ///   than the fence of every earlier successful `try_acquire` of this lock,
-///   in any process, and never below [`crate::fence::next`]'s clock floor.
+///   in any process, and never below the clock floor of `fence::next`.
 /// * `release` (and every ability that changes a held lock) acts only on
 ///   the record it is given, and only if it is still the lock's; otherwise
 ///   it reports `Lost` and changes nothing.
@@ -179,7 +181,7 @@ pub struct Inspection {
 ///   window in which another process can create a fresh record that the
 ///   removal would then take away.
 /// * Nothing is written, truncated, renamed or removed that does not carry
-///   this library's format or a peer's lock format ([`crate::files`]).
+///   this library's format or a peer's lock format (`files`).
 pub trait Strategy: fmt::Debug {
     /// Prepares the lock `spec` names; touches no file yet.
     fn open(spec: &Spec, sharing: Sharing) -> Result<Self, Error>
@@ -352,7 +354,14 @@ pub enum Holding {
     /// A record of this library.
     Ours(Record),
     /// A lock made by a peer, judged by that peer's rules.
-    Foreign { pid: i32, host: Option<HostName>, rule: ForeignRule },
+    Foreign {
+        /// The pid the peer wrote; 0 when it wrote none.
+        pid: i32,
+        /// The host it wrote; `None`: this host.
+        host: Option<HostName>,
+        /// How the peer's locks go stale.
+        rule: ForeignRule,
+    },
     /// This library's format, damaged: no owner to judge, so stale by age
     /// only (its file's time plus the `ttl`).
     Corrupt(CorruptKind),
@@ -378,8 +387,11 @@ pub enum ForeignRule {
 /// which file it was (so that only that one is ever removed).
 #[derive(Clone, Copy, Debug)]
 pub struct Found {
+    /// What holds it.
     pub holding: Holding,
+    /// When its file was last written (its mtime).
     pub written_at: WallTime,
+    /// The file itself, so that only it is ever removed.
     pub stat: FileStat,
 }
 

@@ -4,13 +4,13 @@
 //! `ls -l` shows who holds the lock, `stat` shows when it expires, and an
 //! operator can extend it from a shell with `touch -h -d <later> <lock>`. The
 //! target never points at a real file: it is the owner record, one line
-//! ([`crate::record`]). The record's expiry is a [`Moment`] of both clocks;
-//! the link's mtime is its wall-clock part, and `touch -h` moves the whole
-//! expiry by as much as it moves the mtime.
+//! (the text form of a [`Record`]). The record's expiry is a [`Moment`]
+//! of both clocks; the link's mtime is its wall-clock part, and `touch -h`
+//! moves the whole expiry by as much as it moves the mtime.
 //!
 //! Two programs that judge an expired link stale must not both break it and
 //! both create a new one (IPC::Lock::WithTTL's bug). Here breaking and
-//! creating happen under the guard ([`crate::guard`]), and a new link is
+//! creating happen under the guard (`<lock>.guard`), and a new link is
 //! built under a helper name with its final mtime before it is renamed into
 //! place, so the lock never appears with a wrong expiry. A link of another
 //! program is a lock too, stale once its mtime has passed, and removed only

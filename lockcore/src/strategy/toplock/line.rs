@@ -10,8 +10,8 @@
 //! ```
 //!
 //! Every time is nanoseconds of the boot clock of the boot the header
-//! names, which nobody can step ([`crate::clock`]); `ttl` is a duration in
-//! nanoseconds. The header is what makes a file a queue of this library:
+//! names, which nobody can step ([`BootTime`](crate::BootTime)); `ttl` is
+//! a duration in nanoseconds. The header is what makes a file a queue of this library:
 //! a file whose first line is no header is never appended to.
 
 use core::fmt::Write;
@@ -32,9 +32,12 @@ const VERSION: &[u8] = b"4";
 /// A grant's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Grant {
+    /// Not granted (yet): a request's state, never a line's (written, it
+    /// would read back as `Forever`).
     No,
     /// Held until this boot-clock time.
     Until(i64),
+    /// Held until released (`never`: no `ttl`).
     Forever,
 }
 
@@ -68,32 +71,57 @@ impl Header {
 /// One parsed line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line {
+    /// `H`: the first line, and only there.
     Header(Header),
     /// A header of another format version: this log is not ours to replay.
     OtherVersion,
+    /// `R`: a request for the lock; its place in the file is its place in
+    /// the queue.
     Request {
+        /// The request's identity, and the nonce of the record it grants.
         nonce: Nonce,
+        /// Who asks.
         owner: Owner,
+        /// How long (nanoseconds) it may stand at the head without a grant
+        /// before the others pass it over: the shorter of its `ttl` and
+        /// its caller's wait; `None` for ever.
         patience: Option<i64>,
+        /// When it was written (boot clock, nanoseconds).
         t: i64,
     },
+    /// `G`: the head grants itself the lock, or renews its grant.
     Grant {
+        /// The request granted.
         nonce: Nonce,
+        /// When the grant ends.
         until: Grant,
+        /// When it was written.
         t: i64,
+        /// The fence the grantee drew; replay raises it above the last one
+        /// handed out, and keeps a request's first fence on renewal.
         fence: u64,
     },
+    /// `D`: the request is done: released, or given up.
     Done {
+        /// The request.
         nonce: Nonce,
+        /// When it was written.
         t: i64,
+        /// The cooldown's end (boot clock); `0` for none.
         not_before: i64,
     },
+    /// `X`: the request's owner was found dead, and the others pass it over.
     Skip {
+        /// The request.
         nonce: Nonce,
+        /// When it was written.
         t: i64,
     },
+    /// `B`: an operator broke the request.
     Broken {
+        /// The request.
         nonce: Nonce,
+        /// When it was written.
         t: i64,
     },
 }

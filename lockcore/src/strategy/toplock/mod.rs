@@ -13,8 +13,8 @@
 //! clock stepped or skewed by an hour either way does not end a holder's
 //! grant early, nor keep a dead one late. The fencing token of a grant is
 //! the grantee's wall clock in microseconds, or one more than the last
-//! token if that is greater ([`crate::fence`]), so that a queue file that
-//! was lost restarts above the tokens it gave.
+//! token if that is greater (as every strategy draws them), so that a
+//! queue file that was lost restarts above the tokens it gave.
 
 pub mod line;
 pub mod queue_file;
@@ -37,6 +37,7 @@ use line::{nanos, Grant, Line};
 use queue_file::{Log, QueueFile};
 use replay::Ended;
 
+/// A `toplock` lock: its queue file, and this handle's place in it.
 #[derive(Debug)]
 pub struct Toplock {
     queue: QueueFile,

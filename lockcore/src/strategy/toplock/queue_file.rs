@@ -1,8 +1,8 @@
 //! How a `toplock` queue file is read, appended to and compacted.
 //!
 //! Readers hold a shared lock on the file, appenders and the compactor an
-//! exclusive one ([`GuardFile`]), every wait ending by the caller's
-//! deadline, and all check that the path still names their file, so no
+//! exclusive one (open-file-description locks), every wait ending by the
+//! caller's deadline, and all check that the path still names their file, so no
 //! line goes to a file that is being replaced. Every line is appended in
 //! one `write` to a file opened with `O_APPEND`. An append first checks,
 //! under the exclusive lock, that it leaves the file within
@@ -46,6 +46,7 @@ pub struct QueueFile {
     sharing: Sharing,
     /// The kernel's boot id, read once: what a new queue's header names.
     kernel_boot: Option<crate::clock::BootId>,
+    /// What the last load, append of a request or exclusive section read.
     pub log: Log,
 }
 
@@ -53,6 +54,7 @@ pub struct QueueFile {
 pub struct Log {
     bytes: [u8; QUEUE_CAPACITY],
     len: usize,
+    /// Their replay, as of `now`.
     pub replay: Replay,
     /// The time of the last read, on the log's clock (boot-clock
     /// nanoseconds, never behind a time written in the log).
@@ -124,6 +126,7 @@ impl Log {
 }
 
 impl QueueFile {
+    /// The queue at `path`, opened on first use; nothing read yet.
     pub fn new(path: CPath, sharing: Sharing) -> QueueFile {
         QueueFile {
             file: GuardFile::new_append_only(path, FileRole::Lock, sharing),
@@ -139,6 +142,7 @@ impl QueueFile {
         }
     }
 
+    /// The queue file's path.
     pub fn path(&self) -> &CPath {
         self.file.path()
     }

@@ -10,8 +10,8 @@
 //! grant fixes the request's fence, never below the line's own (the
 //! grantee's wall clock in microseconds) nor at or below the last fence. A
 //! granted head whose expiry passes is passed over once someone waits
-//! behind it; an ungranted head is passed over when its requester's own
-//! `ttl` (in its `R` line) has passed since it became head (its requester
+//! behind it; an ungranted head is passed over when its requester's
+//! patience (in its `R` line) has passed since it became head (its requester
 //! stopped asking); a head whose owner was found dead is passed over by the
 //! `X` line of whoever found it so. Passing over never removes a line, so
 //! nobody loses their place.
@@ -27,6 +27,7 @@ pub const MAX_REQUESTS: usize = 128;
 /// How a request left the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
+    /// Still in the queue.
     Pending,
     /// Its requester released it or gave up (`D`).
     Done,
@@ -41,6 +42,7 @@ pub enum Ended {
 /// One request, as far as the replay has got.
 #[derive(Clone, Copy, Debug)]
 pub struct Request {
+    /// The nonce of its `R` line.
     pub nonce: Nonce,
     /// Offset of its `R` line in the log: where its owner is read from, and
     /// what compaction copies.
@@ -48,9 +50,10 @@ pub struct Request {
     /// When it became head (or was made, before that): for the holder,
     /// when its turn began.
     pub since: i64,
-    /// The requester's `ttl`: how long it may stay head without a grant
+    /// The requester's patience: how long it may stay head without a grant
     /// (without asking again) before the others pass it over.
     patience: Option<i64>,
+    /// Its latest valid grant; [`Grant::No`] before the first.
     pub grant: Grant,
     /// Its fencing token, from its first grant; 0 before that.
     pub fence: u64,
@@ -59,6 +62,7 @@ pub struct Request {
 }
 
 impl Request {
+    /// Whether it has left the queue, however.
     pub fn done(&self) -> bool {
         self.ended != Ended::Pending
     }
@@ -80,8 +84,13 @@ pub enum Unreadable {
 /// The state of a queue after a replay.
 #[derive(Clone, Debug)]
 pub struct Replay {
+    /// The requests, in queue order; only the first `count` mean anything.
+    /// Requests that finished may have been dropped to make room.
     pub requests: [Request; MAX_REQUESTS],
+    /// How many of `requests` are in use.
     pub count: usize,
+    /// The log's header, brought up to date by the lines after it: the
+    /// clock's floor, the cooldown, the last end and the last fence.
     pub header: Header,
     /// Lines skipped as torn (a writer died or ran out of space inside its
     /// write; the next appender closes such a line).
@@ -94,6 +103,8 @@ pub struct Replay {
     /// A request whose ending the caller wants to know (its own), and how
     /// it ended, even after it was dropped from the table.
     pub watched: Option<Nonce>,
+    /// How `watched` ended in the last [`run`](Self::run); `Pending` if it
+    /// did not.
     pub watched_end: Ended,
 }
 
@@ -104,6 +115,7 @@ impl Default for Replay {
 }
 
 impl Replay {
+    /// An empty queue: no requests, [`Header::EMPTY`].
     pub const fn new() -> Replay {
         Replay {
             requests: [EMPTY_REQUEST; MAX_REQUESTS],
@@ -260,10 +272,13 @@ impl Replay {
         self.header.floor.max(now)
     }
 
+    /// The index of the request `nonce` in `requests`, done or not, if the
+    /// table still holds it.
     pub fn find(&self, nonce: Nonce) -> Option<usize> {
         self.requests[..self.count].iter().position(|r| r.nonce == nonce)
     }
 
+    /// The index of the first request not done: the one whose turn it is.
     pub fn head(&self) -> Option<usize> {
         self.requests[..self.count].iter().position(|r| !r.done())
     }
@@ -392,6 +407,8 @@ impl Replay {
         Ok(())
     }
 
+    /// The length in bytes of the log [`compacted`](Self::compacted) would
+    /// hand out.
     pub fn compacted_len(&self, bytes: &[u8]) -> usize {
         let mut len = 0;
         let _ = self.compacted::<()>(bytes, &mut |piece| {
