@@ -5,9 +5,10 @@
 //! `lockcore/src/strategy/example.rs`, and one registry entry) and changes
 //! nothing else. This test builds the workspace's tools with it, in a target
 //! directory of their own, and checks that each one ran `example` and found
-//! nothing wrong: a Rust multi-process suite, `lockdemo` (C, through the
-//! header and the library), and the contention report with its overlap
-//! oracle.
+//! nothing wrong: a Rust multi-process suite, the handle's use of an
+//! ability only `example` has (a wake source of its own), `lockdemo` (C,
+//! through the header and the library), and the contention report with its
+//! overlap oracle.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -60,6 +61,10 @@ fn a_scheme_registered_only_in_the_registry_runs_everywhere() {
     let ran = std::fs::read_to_string(&log).expect("the suite logged the schemes it ran");
     assert!(ran.lines().any(|line| line.ends_with(" example")), "the suite never ran example:\n{ran}");
     assert!(ran.lines().any(|line| line.ends_with(" lockfile")), "the log misses the built-in schemes:\n{ran}");
+
+    // Its own abilities are the handle's to use: `example` wakes its own
+    // waiters, and `acquire` waits on that source.
+    cargo(&["test", "-q", "-p", "lockcore", "--features", "example-scheme", "--lib", "strategy::example"], &[]);
 
     // lockdemo is C: its table comes from the header c-tests' build script
     // writes from Scheme::ALL. It exits non-zero on a wrong count or an overlap.

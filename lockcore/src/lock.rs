@@ -1,6 +1,7 @@
 //! The lock handle: a parsed spec, the strategy it names, the caller's
 //! identity, and the acquisition it holds.
 
+use core::cell::RefCell;
 use core::fmt;
 use core::time::Duration;
 
@@ -13,7 +14,7 @@ use crate::spec::{Spec, Target};
 use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, ReleaseOutcome};
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
-use crate::wait::{self, Backoff, Sleep, WakeSource, Warnings};
+use crate::wait::{self, Backoff, Sleep, Wake, WakeSource, Warnings};
 
 /// How long `try_acquire` may wait for the file that orders the lock's
 /// changes (its guard, lease or queue), which its holders keep for a few
@@ -202,7 +203,15 @@ impl Lock {
 
     /// Waits up to `budget` (`None`: as long as it takes) for the lock.
     /// Every wait inside, for the lock's guard included, ends by the budget.
+    /// Between attempts it waits on the strategy's own wake source, if its
+    /// scheme has one ([`Ability::OwnWake`]), and otherwise sleeps out a
+    /// jittered backoff ([`Sleep`]).
     pub fn acquire(&mut self, budget: Option<Duration>) -> Result<Acquired, Error> {
+        if self.spec.scheme.supports(Ability::OwnWake) {
+            let this = RefCell::new(self);
+            let mut wake = OwnWakeOf(&this);
+            return Lock::acquire_shared(&this, budget, &mut wake, None);
+        }
         self.acquire_with(budget, &mut Sleep, None)
     }
 
@@ -214,27 +223,46 @@ impl Lock {
         wake: &mut dyn WakeSource,
         warn: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Acquired, Error> {
-        let options = self.spec.options;
+        Lock::acquire_shared(&RefCell::new(self), budget, wake, warn)
+    }
+
+    /// The waiting loop of [`acquire_with`](Self::acquire_with), on a
+    /// handle that the wake source may also use between attempts (a
+    /// strategy's own source lives in the strategy). The loop never holds
+    /// the handle while it calls the source, so each borrow succeeds; one
+    /// that did not would be answered as busy, never by a panic.
+    fn acquire_shared(
+        this: &RefCell<&mut Lock>,
+        budget: Option<Duration>,
+        wake: &mut dyn WakeSource,
+        warn: Option<&mut dyn FnMut(Duration)>,
+    ) -> Result<Acquired, Error> {
+        let Ok(lock) = this.try_borrow() else { return Err(Error::Busy(Contention::Raced)) };
+        let options = lock.spec.options;
         let warnings =
             warn.filter(|_| options.warn).map(|notify| Warnings { first: options.wmin, every: options.wafter, notify });
         // Jitter only needs waiters to differ, not secrecy: the clock and the
         // pid do that without a getrandom call on every acquire.
-        let seed = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u64) ^ ((self.me.process.pid as u64) << 32);
+        let seed = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u64) ^ ((lock.me.process.pid as u64) << 32);
         let start = MonoTime::now();
         let deadline = budget.map(|budget| start.saturating_add(budget));
         // A queue place is given up within the budget: the attempts leave
         // the few milliseconds that takes.
-        let reserve = if self.spec.scheme.supports(Ability::Queue) { ABANDON_RESERVE } else { Duration::ZERO };
+        let reserve = if lock.spec.scheme.supports(Ability::Queue) { ABANDON_RESERVE } else { Duration::ZERO };
+        drop(lock);
         let attempts_end = budget.map(|budget| start.saturating_add(budget.saturating_sub(reserve).max(budget / 2)));
         let result = wait::wait_for(attempts_end, wake, warnings, Backoff::new(seed), || {
             let now = MonoTime::now();
             let cap = now.saturating_add(ATTEMPT_PATIENCE);
             let waits_for = deadline.map(|deadline| deadline.remaining_from(now));
-            self.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for)
+            let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
+            lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for)
         });
         if result.is_err() {
             let now = MonoTime::now();
-            self.abandon(deadline.map_or_else(Lock::change_deadline, |deadline| deadline.max(now)));
+            if let Ok(mut lock) = this.try_borrow_mut() {
+                lock.abandon(deadline.map_or_else(Lock::change_deadline, |deadline| deadline.max(now)));
+            }
         }
         result
     }
@@ -383,6 +411,13 @@ impl Lock {
         Ok(())
     }
 
+    /// Whether the strategy's own wake source has been made: for the test
+    /// that `acquire` waits on it.
+    #[cfg(all(test, feature = "example-scheme"))]
+    pub(crate) fn strategy_mut(&mut self) -> &mut AnyStrategy {
+        &mut self.strategy
+    }
+
     /// The time now, by both clocks of this lock's owner.
     pub fn now(&self) -> Moment {
         self.me.now()
@@ -394,6 +429,29 @@ impl Drop for Lock {
         if !self.adopted && self.held_here().is_ok() {
             let _ = self.release(Duration::ZERO);
         }
+    }
+}
+
+/// The wake source of a handle's strategy ([`Ability::OwnWake`]), reached
+/// through the handle that the waiting loop also makes its attempts with.
+struct OwnWakeOf<'c, 'l>(&'c RefCell<&'l mut Lock>);
+
+impl WakeSource for OwnWakeOf<'_, '_> {
+    fn arm(&mut self) -> Result<(), Error> {
+        let Ok(mut lock) = self.0.try_borrow_mut() else { return Ok(()) };
+        match lock.strategy.abilities().as_own_wake() {
+            Some(own) => own.wake_source().arm(),
+            None => Ok(()),
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Wake {
+        if let Ok(mut lock) = self.0.try_borrow_mut() {
+            if let Some(own) = lock.strategy.abilities().as_own_wake() {
+                return own.wake_source().wait(timeout);
+            }
+        }
+        Sleep.wait(timeout)
     }
 }
 

@@ -249,7 +249,7 @@ schemes! {
         strategy: Guarded<Example>,
         target: Path,
         keys: [],
-        abilities: [Prolong, Cooldown, Break, Commit, Files],
+        abilities: [Prolong, Cooldown, Break, Commit, Files, OwnWake],
     }
 }
 

@@ -70,6 +70,12 @@ impl<S: LockStore> Guarded<S> {
         let guard = GuardFile::new(guard_path(store.path())?, FileRole::Guard, sharing);
         Ok(Guarded { store, guard })
     }
+
+    /// The store, for an ability of the strategy that lives in it (a wake
+    /// source of its own).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
 }
 
 impl<S: LockStore> Strategy for Guarded<S> {
