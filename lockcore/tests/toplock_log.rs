@@ -251,7 +251,13 @@ fn a_waiter_broken_before_its_grant_does_not_hold() {
     wait_for_requests(&queue, 2);
     let waiter_nonce = requests_in(&queue)[1].clone();
     let file = fs::File::open(&queue).unwrap();
-    assert!(ofd_lock(&file, false).unwrap(), "a shared lock beside the readers'");
+    // A shared lock beside the readers'; the waiter holds the file
+    // exclusively for a moment whenever it appends, so try until it lets go.
+    let patience = Instant::now() + Duration::from_secs(10);
+    while !ofd_lock(&file, false).unwrap() {
+        assert!(Instant::now() < patience, "the queue file stayed locked for 10 s");
+        thread::sleep(Duration::from_millis(1));
+    }
     // The first holder's release, as its release writes it, then the break.
     append(&queue, format!("D {first_nonce} {} 0\n", now_ns()).as_bytes());
     first.forget();
