@@ -21,6 +21,8 @@ use std::cell::RefCell;
 use std::fmt::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use std::time::Duration;
+
 use lockcore::{Error, Lock};
 
 use crate::result::lock_result;
@@ -185,4 +187,17 @@ pub fn copy_last_message(buf: *mut libc::c_char, len: usize) -> usize {
         bytes.len()
     };
     LAST_MESSAGE.try_with(|m| copy(m.borrow().as_bytes())).unwrap_or_else(|_| copy(b""))
+}
+
+/// The longest TTL or cooldown a call accepts: 100 years, as the spec's
+/// `ttl` (a longer one is a mistake, and keeps time sums far from overflow).
+const LONGEST_DURATION_MS: u64 = 100 * 365 * 86_400_000;
+
+/// A TTL or cooldown argument, refused with `LOCK_ERR_INVALID_ARGUMENT`
+/// beyond 100 years.
+pub fn duration_arg(ms: u64) -> Result<Duration, Failure> {
+    if ms > LONGEST_DURATION_MS {
+        return Err(Failure::Code(lock_result::LOCK_ERR_INVALID_ARGUMENT));
+    }
+    Ok(Duration::from_millis(ms))
 }

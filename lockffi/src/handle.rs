@@ -137,3 +137,48 @@ impl Drop for Claimed<'_> {
         self.handle.in_use.store(false, Ordering::Release);
     }
 }
+
+/// Claims the handle for one call, then answers `LOCK_ERR_FORKED` if it
+/// holds a lock its process did not take: a parent's, inherited through
+/// fork(). The core refuses every operation on such a lock, but only after
+/// the call has judged its other arguments, and some calls touch no lock
+/// file at all (`lock_autorenew_stop`, `lock_set_warning`, `lock_path`).
+/// Every call but `lock_close` starts here, before it looks at any other
+/// argument, so that an inherited handle gets one answer whatever else is
+/// wrong with the call.
+pub fn claim_own(handle: &lock_handle) -> Result<Claimed<'_>, Failure> {
+    let mut claimed = handle.claim()?;
+    match claimed.lock().held() {
+        Some(held) if held.owner.process.pid != lockcore::sys::getpid() => Err(Failure::Core(lockcore::Error::Forked)),
+        _ => Ok(claimed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acquire::{lock_release, lock_try_acquire};
+    use crate::open::{lock_close, lock_open};
+
+    #[test]
+    fn a_handle_in_use_refuses_a_second_caller() {
+        let path = std::env::temp_dir().join(format!("lockffi-in-use-{}", std::process::id()));
+        let spec = std::ffi::CString::new(format!("flock:{}", path.display())).unwrap();
+        let mut handle: *mut lock_handle = std::ptr::null_mut();
+        // SAFETY: valid arguments; the handle is closed at the end.
+        unsafe {
+            assert_eq!(lock_open(spec.as_ptr(), &mut handle), lock_result::LOCK_OK);
+            let claimed = (*handle).claim().unwrap();
+            assert_eq!(lock_try_acquire(handle, std::ptr::null_mut()), lock_result::LOCK_ERR_HANDLE_IN_USE);
+            drop(claimed);
+            assert_eq!(lock_try_acquire(handle, std::ptr::null_mut()), lock_result::LOCK_OK);
+            assert_eq!(lock_release(handle, 0), lock_result::LOCK_OK);
+            lock_close(handle);
+        }
+        std::fs::remove_file(&path).unwrap();
+        // flock keeps its fence and cooldown beside the target.
+        let mut guard = path.into_os_string();
+        guard.push(".guard");
+        std::fs::remove_file(guard).unwrap();
+    }
+}

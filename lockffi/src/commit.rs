@@ -1,0 +1,60 @@
+//! Replacing a file only while the lock is held: `lock_commit`.
+
+use std::ffi::{c_char, CStr};
+
+use crate::autoclean;
+use crate::boundary::{self, try_ref, AtLock, Failure};
+use crate::handle::{claim_own, lock_handle};
+use crate::result::lock_result;
+
+/// Replaces `target_path` with the finished file `temp_path` (by
+/// rename(2), so readers see the old file or the new one) only if this
+/// handle still holds the lock at that moment. Returns
+/// `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
+/// or `LOCK_LOST` (someone else holds it: not committed; the handle holds
+/// nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
+/// guard stayed locked by another process for 2 seconds (not committed;
+/// see `LOCK_BUSY`). `LOCK_ERR_COMMIT`, with `errno` set, if the rename
+/// itself fails (the temp file is missing, the target is a directory, the
+/// two are on different file systems); `LOCK_ERR_INVALID_ARGUMENT` if either
+/// path is the lock itself or its guard, which a rename would destroy. In
+/// both cases the lock is still held. Unless committed, the target is
+/// untouched and the temp file is left to the caller. Both paths are plain
+/// paths, not lock specs.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn lock_commit(
+    handle: *mut lock_handle,
+    temp_path: *const c_char,
+    target_path: *const c_char,
+) -> lock_result {
+    boundary::call("lock_commit", || {
+        let handle = try_ref!(handle);
+        let mut claimed = claim_own(handle)?;
+        if temp_path.is_null() || target_path.is_null() {
+            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract above.
+        let (temp, target) = unsafe { (CStr::from_ptr(temp_path), CStr::from_ptr(target_path)) };
+        let as_path = |p: &CStr| {
+            lockcore::sys::CPath::from_parts(&[p.to_bytes()])
+                .map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
+        };
+        let (temp, target) = (as_path(temp)?, as_path(target)?);
+        let outcome = {
+            let result = claimed.lock().commit_file(&temp, &target);
+            result.at(claimed.lock())?
+        };
+        if outcome == lockcore::CommitOutcome::Lost {
+            drop(claimed.watchdog().take());
+            autoclean::unregister(claimed.address());
+        }
+        Ok(match outcome {
+            lockcore::CommitOutcome::Committed => lock_result::LOCK_OK,
+            lockcore::CommitOutcome::Expired => lock_result::LOCK_EXPIRED,
+            lockcore::CommitOutcome::Lost => lock_result::LOCK_LOST,
+        })
+    })
+}
