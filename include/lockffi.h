@@ -348,13 +348,15 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * The library's version as "MAJOR.MINOR.PATCH"; static, never NULL.
+ * The library's version as "MAJOR.MINOR.PATCH"; static, never NULL
+ * ("unknown" if the library failed inside, which it cannot).
  */
 const char *lock_version(void);
 
 /**
  * Static text for a result code; never NULL, also for unknown codes.
  * Takes an int so that any value, even one no enum member has, is safe.
+ * Should the library fail inside, the text of `LOCK_ERR_PANIC`.
  */
 const char *lock_strerror(int32_t code);
 
@@ -362,7 +364,7 @@ const char *lock_strerror(int32_t code);
  * Copies a description of this thread's last failing `lock_*` call into
  * `buf` (NUL-terminated, cut to fit `buf_len`) and returns the description's
  * full length. With `buf` NULL or `buf_len` 0 it only returns the length.
- * Empty after a call that succeeded.
+ * Empty after a call that succeeded. Should the library fail inside, 0.
  *
  * # Safety
  * `buf` is NULL or valid for `buf_len` bytes of writes.

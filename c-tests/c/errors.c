@@ -607,11 +607,11 @@ static bool test_null_arguments(void) {
     CHECK_RC(lock_path(NULL, buf, sizeof buf, &len), LOCK_ERR_NULL_ARGUMENT);
     CHECK_MSG(len == 4242, "len_out written on LOCK_ERR_NULL_ARGUMENT");
 
-    /* the NULL message is the call, then the code's text; asking for its
-     * length needs no buffer */
+    /* the NULL message is the call, the argument, then the code's text;
+     * asking for its length needs no buffer */
     char message[512], expected[512];
     size_t message_len = lock_last_error_message(message, sizeof message);
-    format_into(expected, sizeof expected, "lock_path: %s", lock_strerror(LOCK_ERR_NULL_ARGUMENT));
+    format_into(expected, sizeof expected, "lock_path: handle: %s", lock_strerror(LOCK_ERR_NULL_ARGUMENT));
     CHECK_MSG(message_len > 0 && strcmp(message, expected) == 0,
               "after LOCK_ERR_NULL_ARGUMENT the message is \"%s\", expected \"%s\"", message, expected);
     CHECK_RC(lock_close(NULL), LOCK_OK); /* a no-op, which leaves the message */

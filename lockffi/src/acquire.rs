@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::autoclean;
-use crate::boundary::{self, duration_arg, try_ref, write_optional, AtLock};
-use crate::handle::{claim_own, lock_handle};
+use crate::boundary::{duration_arg, ffi_export, write_optional, AtLock};
+use crate::handle::lock_handle;
 use crate::result::lock_result;
 use crate::types::LOCK_WAIT_FOREVER;
 
@@ -21,9 +21,7 @@ use crate::types::LOCK_WAIT_FOREVER;
 /// valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *mut u64) -> lock_result {
-    boundary::call("lock_try_acquire", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_try_acquire, claim(handle), |claimed| {
         let acquired = {
             let result = claimed.lock().try_acquire();
             result.at(claimed.lock())?
@@ -47,9 +45,7 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 /// As for `lock_try_acquire`.
 #[no_mangle]
 pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64, fence_out: *mut u64) -> lock_result {
-    boundary::call("lock_acquire", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_acquire, claim(handle), |claimed| {
         let budget = (timeout_ms != LOCK_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms));
         let warning = *claimed.warning();
         let mut notify = |waited: Duration| {
@@ -85,9 +81,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 /// `handle` is NULL or a live handle from `lock_open`.
 #[no_mangle]
 pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64) -> lock_result {
-    boundary::call("lock_release", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_release, claim(handle), |claimed| {
         let cooldown = duration_arg(cooldown_ms)?;
         // No renewal may run during or after the release; but the watchdog is
         // only paused until the release is known to have happened: one that
@@ -124,9 +118,7 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 /// `handle` is NULL or a live handle from `lock_open`.
 #[no_mangle]
 pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> lock_result {
-    boundary::call("lock_prolong", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_prolong, claim(handle), |claimed| {
         let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(ttl_ms)?) };
         let outcome = {
             let result = claimed.lock().prolong(ttl);

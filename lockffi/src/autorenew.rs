@@ -5,8 +5,8 @@ use std::ffi::c_void;
 
 use lockcore::Lock;
 
-use crate::boundary::{self, try_ref, Failure};
-use crate::handle::{claim_own, lock_handle};
+use crate::boundary::{ffi_export, Failure};
+use crate::handle::lock_handle;
 use crate::result::lock_result;
 use crate::watchdog::{lock_lost_fn, Watchdog};
 
@@ -54,9 +54,7 @@ pub unsafe extern "C" fn lock_autorenew(
     lost: lock_lost_fn,
     context: *mut c_void,
 ) -> lock_result {
-    boundary::call("lock_autorenew", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_autorenew, claim(handle), |claimed| {
         let lock = claimed.lock();
         let held = *lock.held().ok_or(Failure::Code(lock_result::LOCK_ERR_NOT_HELD))?;
         let spec = lock.spec().clone();
@@ -84,9 +82,7 @@ pub unsafe extern "C" fn lock_autorenew(
 /// `handle` is NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_result {
-    boundary::call("lock_autorenew_stop", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_autorenew_stop, claim(handle), |claimed| {
         drop(claimed.watchdog().take());
         Ok(lock_result::LOCK_OK)
     })

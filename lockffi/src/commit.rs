@@ -3,8 +3,8 @@
 use std::ffi::{c_char, CStr};
 
 use crate::autoclean;
-use crate::boundary::{self, try_ref, AtLock, Failure};
-use crate::handle::{claim_own, lock_handle};
+use crate::boundary::{ffi_export, AtLock, Failure};
+use crate::handle::lock_handle;
 use crate::result::lock_result;
 
 /// Replaces `target_path` with the finished file `temp_path` (by
@@ -30,12 +30,7 @@ pub unsafe extern "C" fn lock_commit(
     temp_path: *const c_char,
     target_path: *const c_char,
 ) -> lock_result {
-    boundary::call("lock_commit", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
-        if temp_path.is_null() || target_path.is_null() {
-            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
-        }
+    ffi_export!(lock_commit, claim(handle), required(temp_path, target_path), |claimed| {
         // SAFETY: non-NULL and NUL-terminated by the contract above.
         let (temp, target) = unsafe { (CStr::from_ptr(temp_path), CStr::from_ptr(target_path)) };
         let as_path = |p: &CStr| {

@@ -5,8 +5,8 @@ use std::ffi::{c_char, c_void};
 
 use lockcore::{Liveness, WallTime};
 
-use crate::boundary::{self, try_ref, write_optional, AtLock, Failure};
-use crate::handle::{claim_own, lock_handle, lock_warning_fn, Warning};
+use crate::boundary::{ffi_export, write_optional, AtLock, Failure};
+use crate::handle::{lock_handle, lock_warning_fn, Warning};
 use crate::result::lock_result;
 use crate::types::{lock_info, lock_liveness, LOCK_HOST_CAPACITY};
 
@@ -18,12 +18,7 @@ use crate::types::{lock_info, lock_liveness, LOCK_HOST_CAPACITY};
 /// `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut lock_info) -> lock_result {
-    boundary::call("lock_inspect", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
-        if info_out.is_null() {
-            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
-        }
+    ffi_export!(lock_inspect, claim(handle), required(info_out), |claimed| {
         let inspection = {
             let result = claimed.lock().inspect();
             result.at(claimed.lock())?
@@ -79,9 +74,7 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
 /// `handle` is NULL or a live handle; `was_held_out` is NULL or valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_break(handle: *mut lock_handle, was_held_out: *mut bool) -> lock_result {
-    boundary::call("lock_break", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_break, claim(handle), |claimed| {
         let was_held = {
             let result = claimed.lock().break_lock();
             result.at(claimed.lock())?
@@ -105,9 +98,7 @@ pub unsafe extern "C" fn lock_set_warning(
     callback: lock_warning_fn,
     context: *mut c_void,
 ) -> lock_result {
-    boundary::call("lock_set_warning", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
+    ffi_export!(lock_set_warning, claim(handle), |claimed| {
         *claimed.warning() = callback.map(|callback| Warning { callback, context });
         Ok(lock_result::LOCK_OK)
     })
@@ -131,12 +122,7 @@ pub unsafe extern "C" fn lock_path(
     buf_len: usize,
     len_out: *mut usize,
 ) -> lock_result {
-    boundary::call("lock_path", || {
-        let handle = try_ref!(handle);
-        let mut claimed = claim_own(handle)?;
-        if buf.is_null() {
-            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
-        }
+    ffi_export!(lock_path, claim(handle), required(buf), |claimed| {
         let path = claimed.lock().path().as_bytes();
         write_optional(len_out, path.len());
         if path.len() >= buf_len {

@@ -4,7 +4,7 @@
 //! `include/lockffi.h`, generated from this crate by cbindgen.
 //!
 //! ## API conventions
-//! * Every function but `lock_version`, `lock_strerror`, `lock_close` and
+//! * Every function but `lock_version`, `lock_strerror` and
 //!   `lock_last_error_message` returns a `lock_result`. Codes below 100 are
 //!   outcomes (`LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
 //!   `LOCK_TIMEOUT`); 100 and above are errors. Numbers never change and are
@@ -16,7 +16,11 @@
 //!   prolong, any outcome below 100). Optional outputs may be NULL.
 //! * `lock_open` / `lock_close` pair: the caller owns the handle between them.
 //! * No call panics into C, and no input makes one misbehave: NULL pointers
-//!   give `LOCK_ERR_NULL_ARGUMENT`, unknown result codes get a text.
+//!   give `LOCK_ERR_NULL_ARGUMENT` (the message names the argument), unknown
+//!   result codes get a text, and a bug caught inside the library gives
+//!   `LOCK_ERR_PANIC` (or, for the calls that return no code, a fallback
+//!   their doc names). Every export goes through one macro that does this:
+//!   see `boundary.rs`.
 //! * Threads: a handle may be used from any thread, one call at a time; a
 //!   concurrent second call gets `LOCK_ERR_HANDLE_IN_USE`. Separate handles
 //!   are independent, even for the same lock: they exclude each other as two

@@ -6,37 +6,43 @@ use std::ffi::{c_char, CStr};
 use lockcore::Lock;
 
 use crate::autoclean;
-use crate::boundary::{self, Failure};
+use crate::boundary::{self, ffi_export};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
 
-/// The library's version as "MAJOR.MINOR.PATCH"; static, never NULL.
+/// The library's version as "MAJOR.MINOR.PATCH"; static, never NULL
+/// ("unknown" if the library failed inside, which it cannot).
 #[no_mangle]
 pub extern "C" fn lock_version() -> *const c_char {
-    const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-        Ok(v) => v,
-        Err(_) => c"unknown",
-    };
-    VERSION.as_ptr()
+    ffi_export!(lock_version, fallback(c"unknown".as_ptr()), || {
+        const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => c"unknown",
+        };
+        VERSION.as_ptr()
+    })
 }
 
 /// Static text for a result code; never NULL, also for unknown codes.
 /// Takes an int so that any value, even one no enum member has, is safe.
+/// Should the library fail inside, the text of `LOCK_ERR_PANIC`.
 #[no_mangle]
 pub extern "C" fn lock_strerror(code: i32) -> *const c_char {
-    lock_result::ALL.iter().find(|&&c| c as i32 == code).map_or(c"unknown lock result code", |c| c.text()).as_ptr()
+    ffi_export!(lock_strerror, fallback(lock_result::LOCK_ERR_PANIC.text().as_ptr()), || {
+        lock_result::ALL.iter().find(|&&c| c as i32 == code).map_or(c"unknown lock result code", |c| c.text()).as_ptr()
+    })
 }
 
 /// Copies a description of this thread's last failing `lock_*` call into
 /// `buf` (NUL-terminated, cut to fit `buf_len`) and returns the description's
 /// full length. With `buf` NULL or `buf_len` 0 it only returns the length.
-/// Empty after a call that succeeded.
+/// Empty after a call that succeeded. Should the library fail inside, 0.
 ///
 /// # Safety
 /// `buf` is NULL or valid for `buf_len` bytes of writes.
 #[no_mangle]
 pub unsafe extern "C" fn lock_last_error_message(buf: *mut c_char, buf_len: usize) -> usize {
-    std::panic::catch_unwind(|| boundary::copy_last_message(buf, buf_len)).unwrap_or(0)
+    ffi_export!(lock_last_error_message, fallback(0), || { boundary::copy_last_message(buf, buf_len) })
 }
 
 /// Parses `spec` (`scheme:target?key=value&...`) and makes a handle for the
@@ -47,10 +53,7 @@ pub unsafe extern "C" fn lock_last_error_message(buf: *mut c_char, buf_len: usiz
 /// for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lock_handle) -> lock_result {
-    boundary::call("lock_open", || {
-        if spec.is_null() || handle_out.is_null() {
-            return Err(Failure::Code(lock_result::LOCK_ERR_NULL_ARGUMENT));
-        }
+    ffi_export!(lock_open, required(spec, handle_out), || {
         autoclean::install_fork_hooks();
         // SAFETY: non-NULL and NUL-terminated by the contract above.
         let spec = unsafe { CStr::from_ptr(spec) };
@@ -77,17 +80,11 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
 /// thread uses it during or after this call.
 #[no_mangle]
 pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) -> lock_result {
-    if handle.is_null() {
-        return lock_result::LOCK_OK;
-    }
-    boundary::call("lock_close", || {
+    ffi_export!(lock_close, take(handle), |owned| {
         // Unlisted first, so that the exit hook cannot reach the handle once
         // it is freed; freed without the list locked, because stopping its
         // watchdog waits for it, and its lost callback may need the list.
-        autoclean::unregister(handle as usize);
-        // SAFETY: by contract the pointer came from Box::into_raw in
-        // lock_open and is freed exactly once, here.
-        let owned = unsafe { Box::from_raw(handle) };
+        autoclean::unregister(&*owned as *const lock_handle as usize);
         owned.close()
     })
 }
