@@ -653,6 +653,16 @@ static bool test_strerror(void) {
                       rc_name(ALL_CODES[i]), rc_name(ALL_CODES[j]), text);
         }
     }
+    /* every number the library has a text for is in ALL_CODES: the list
+     * here cannot fall behind the library's */
+    const char *unknown_text = lock_strerror(-1);
+    for (int32_t code = 0; code < 1000; code++) {
+        bool listed = false;
+        for (size_t j = 0; j < ALL_CODES_COUNT; j++) listed = listed || (int32_t)ALL_CODES[j] == code;
+        bool known = strcmp(lock_strerror(code), unknown_text) != 0;
+        CHECK_MSG(known == listed, "code %ld: the library %s a text for it, but ALL_CODES %s it", (long)code,
+                  known ? "has" : "has no", listed ? "lists" : "does not list");
+    }
     const int32_t unknown[] = {12345, -1, 5, 99, 108, 206, 311, 899, 901, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *text = lock_strerror(unknown[i]);

@@ -46,10 +46,6 @@ pub unsafe extern "C" fn lock_commit(
             drop(claimed.watchdog().take());
             autoclean::unregister(claimed.address());
         }
-        Ok(match outcome {
-            lockcore::CommitOutcome::Committed => lock_result::LOCK_OK,
-            lockcore::CommitOutcome::Expired => lock_result::LOCK_EXPIRED,
-            lockcore::CommitOutcome::Lost => lock_result::LOCK_LOST,
-        })
+        Ok(outcome.into())
     })
 }
