@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::autoclean;
 use crate::boundary::{duration_arg, ffi_export, write_optional, AtLock};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
@@ -26,7 +25,7 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
             let result = claimed.lock().try_acquire();
             result.at(claimed.lock())?
         };
-        autoclean::register(claimed.address());
+        claimed.release_at_exit();
         write_optional(fence_out, acquired.fence);
         Ok(lock_result::LOCK_OK)
     })
@@ -61,7 +60,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
             let result = claimed.lock().acquire_with(budget, &mut lockcore::wait::Sleep, warn);
             result.at(claimed.lock())?
         };
-        autoclean::register(claimed.address());
+        claimed.release_at_exit();
         write_optional(fence_out, acquired.fence);
         Ok(lock_result::LOCK_OK)
     })
@@ -94,13 +93,12 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
             Ok(outcome) => outcome,
             Err(failure) => {
                 if let Some(watchdog) = claimed.watchdog() {
-                    watchdog.start();
+                    watchdog.resume();
                 }
                 return Err(failure);
             }
         };
-        drop(claimed.watchdog().take());
-        autoclean::unregister(claimed.address());
+        claimed.holds_nothing();
         Ok(outcome.into())
     })
 }
@@ -127,8 +125,7 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
         if outcome == lockcore::ProlongOutcome::Lost {
             // The watchdog renews the acquisition that is gone; left running,
             // it would report the next one lost and stop.
-            drop(claimed.watchdog().take());
-            autoclean::unregister(claimed.address());
+            claimed.holds_nothing();
         }
         Ok(outcome.into())
     })

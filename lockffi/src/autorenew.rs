@@ -3,16 +3,39 @@
 
 use std::ffi::c_void;
 
-use lockcore::Lock;
+use lockstd::{Lapse, StartError, Watchdog};
 
 use crate::boundary::{ffi_export, Failure};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
-use crate::watchdog::{lock_lost_fn, Watchdog};
 
-/// A thread that could not be made: `LOCK_ERR_SYSTEM`, with its errno.
-fn no_thread(error: std::io::Error) -> Failure {
-    Failure::Core(lockcore::Error::Os(lockcore::sys::Errno(error.raw_os_error().unwrap_or(libc::EAGAIN))))
+/// Called once, from the watchdog's thread, when the watchdog finds that
+/// someone else holds the lock; the watchdog stops afterwards. What it may
+/// call, on its own handle too, is in `lock_autorenew`.
+#[allow(non_camel_case_types)]
+pub type lock_lost_fn = Option<unsafe extern "C" fn(context: *mut c_void)>;
+
+/// The C callback and its context, moved to the watchdog's thread.
+struct LostCallback {
+    callback: unsafe extern "C" fn(*mut c_void),
+    context: *mut c_void,
+}
+
+// SAFETY: lock_autorenew's contract makes the caller responsible for the
+// callback and its context being usable from the watchdog thread.
+unsafe impl Send for LostCallback {}
+
+/// Why a watchdog could not start, as a failure of `lock_autorenew`.
+fn not_started(error: StartError) -> Failure {
+    match error {
+        StartError::NotHeld => Failure::Code(lock_result::LOCK_ERR_NOT_HELD),
+        StartError::NeverExpires => Failure::Code(lock_result::LOCK_ERR_UNSUPPORTED),
+        StartError::Lock(error) => Failure::Core(error),
+        // A thread that could not be made: `LOCK_ERR_SYSTEM`, with its errno.
+        StartError::Thread(error) => {
+            Failure::Core(lockcore::Error::Os(lockcore::sys::Errno(error.raw_os_error().unwrap_or(libc::EAGAIN))))
+        }
+    }
 }
 
 /// Starts a watchdog thread that prolongs the held lock at once, then every
@@ -55,21 +78,24 @@ pub unsafe extern "C" fn lock_autorenew(
     context: *mut c_void,
 ) -> lock_result {
     ffi_export!(lock_autorenew, claim(handle), |claimed| {
-        let lock = claimed.lock();
-        let held = *lock.held().ok_or(Failure::Code(lock_result::LOCK_ERR_NOT_HELD))?;
-        let spec = lock.spec().clone();
-        let ttl = match (spec.scheme, spec.options.ttl) {
-            (lockcore::Scheme::Flock, _) | (_, None) => return Err(Failure::Code(lock_result::LOCK_ERR_UNSUPPORTED)),
-            (_, Some(ttl)) => ttl,
+        let lost = lost.map(|callback| LostCallback { callback, context });
+        // The C callback hears of a lost lock only: an expired one is held
+        // again, and goes on being renewed.
+        let on_lapse = move |lapse| {
+            if let (Lapse::Lost, Some(lost)) = (lapse, &lost) {
+                // SAFETY: lock_autorenew's contract: the callback may be
+                // called from the watchdog's thread with its context, once:
+                // the watchdog stops after a lost lock.
+                unsafe { (lost.callback)(lost.context) };
+            }
         };
-        let shadow = Lock::adopt(spec, held)?;
         // The new thread first: a call that fails, here too, leaves a
         // running watchdog running. Then the old one stops (and is waited
         // for) before the new one renews, so the two never overlap.
-        let watchdog = Watchdog::spawn(shadow, ttl / 3, lost, context).map_err(no_thread)?;
+        let watchdog = Watchdog::paused(claimed.lock(), on_lapse).map_err(not_started)?;
         drop(claimed.watchdog().replace(watchdog));
         if let Some(watchdog) = claimed.watchdog() {
-            watchdog.start();
+            watchdog.resume();
         }
         Ok(lock_result::LOCK_OK)
     })

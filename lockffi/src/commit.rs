@@ -2,7 +2,6 @@
 
 use std::ffi::{c_char, CStr};
 
-use crate::autoclean;
 use crate::boundary::{ffi_export, AtLock, Failure};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
@@ -43,8 +42,7 @@ pub unsafe extern "C" fn lock_commit(
             result.at(claimed.lock())?
         };
         if outcome == lockcore::CommitOutcome::Lost {
-            drop(claimed.watchdog().take());
-            autoclean::unregister(claimed.address());
+            claimed.holds_nothing();
         }
         Ok(outcome.into())
     })

@@ -39,13 +39,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 
-// The plumbing: the border with C, the handle, the result codes, the
-// watchdog and the release at exit.
-mod autoclean;
+// The plumbing: the border with C, the handle, the result codes. The
+// watchdog and the release at exit are lockstd's.
 mod boundary;
 mod handle;
 mod result;
-mod watchdog;
 
 // The exports, by area, in the order the header shows them (cbindgen writes
 // items in the order it meets them).
@@ -62,7 +60,7 @@ mod autorenew;
 mod inspect;
 
 pub use crate::acquire::{lock_acquire, lock_prolong, lock_release, lock_try_acquire};
-pub use crate::autorenew::{lock_autorenew, lock_autorenew_stop};
+pub use crate::autorenew::{lock_autorenew, lock_autorenew_stop, lock_lost_fn};
 pub use crate::commit::lock_commit;
 pub use crate::handle::{lock_handle, lock_warning_fn};
 pub use crate::inspect::{lock_break, lock_inspect, lock_path, lock_set_warning};
@@ -72,4 +70,3 @@ pub use crate::types::{
     lock_info, lock_liveness, LOCKFFI_VERSION_MAJOR, LOCKFFI_VERSION_MINOR, LOCKFFI_VERSION_PATCH, LOCK_HOST_CAPACITY,
     LOCK_WAIT_FOREVER,
 };
-pub use crate::watchdog::lock_lost_fn;

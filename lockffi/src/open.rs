@@ -5,7 +5,6 @@ use std::ffi::{c_char, CStr};
 
 use lockcore::Lock;
 
-use crate::autoclean;
 use crate::boundary::{self, ffi_export};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
@@ -54,7 +53,6 @@ pub unsafe extern "C" fn lock_last_error_message(buf: *mut c_char, buf_len: usiz
 #[no_mangle]
 pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lock_handle) -> lock_result {
     ffi_export!(lock_open, required(spec, handle_out), || {
-        autoclean::install_fork_hooks();
         // SAFETY: non-NULL and NUL-terminated by the contract above.
         let spec = unsafe { CStr::from_ptr(spec) };
         let lock = Lock::open(spec.to_bytes())?;
@@ -80,13 +78,7 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
 /// thread uses it during or after this call.
 #[no_mangle]
 pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) -> lock_result {
-    ffi_export!(lock_close, take(handle), |owned| {
-        // Unlisted first, so that the exit hook cannot reach the handle once
-        // it is freed; freed without the list locked, because stopping its
-        // watchdog waits for it, and its lost callback may need the list.
-        autoclean::unregister(&*owned as *const lock_handle as usize);
-        owned.close()
-    })
+    ffi_export!(lock_close, take(handle), |owned| { owned.close() })
 }
 
 #[cfg(test)]
