@@ -527,7 +527,7 @@ lock_result lock_autorenew_stop(lock_handle *handle);
 
 /**
  * Reads who holds the lock, until when, its fences and cooldown, without
- * taking it. `LOCK_BUSY` if the lock's files stayed locked by other
+ * taking it. `LOCK_BUSY` if the lock's files stayed locked by another
  * process for 2 seconds (see `LOCK_BUSY`).
  *
  * # Safety

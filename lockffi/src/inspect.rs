@@ -11,7 +11,7 @@ use crate::result::lock_result;
 use crate::types::{lock_info, lock_liveness, LOCK_HOST_CAPACITY};
 
 /// Reads who holds the lock, until when, its fences and cooldown, without
-/// taking it. `LOCK_BUSY` if the lock's files stayed locked by other
+/// taking it. `LOCK_BUSY` if the lock's files stayed locked by another
 /// process for 2 seconds (see `LOCK_BUSY`).
 ///
 /// # Safety
