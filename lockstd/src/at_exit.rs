@@ -32,7 +32,8 @@ use crate::Watchdog;
 /// the list of registered items locked, and never once the item's
 /// [`Registration`] has been dropped. They must not wait for another thread
 /// (it may never run again): take what they need with a `try_lock`, or
-/// leave the item alone.
+/// leave the item alone. Nor may they drop a `Registration` or register
+/// anything: the list is locked.
 pub trait ReleaseAtExit: Send + Sync {
     /// First pass: hands over the watchdog renewing this lock, if any. It
     /// is stopped, and waited for, after the list is unlocked (its callback
