@@ -353,13 +353,15 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * The library's version as "MAJOR.MINOR.PATCH"; static, never NULL.
+ * The library's version as "MAJOR.MINOR.PATCH"; static, never NULL
+ * ("unknown" if the library failed inside, which it cannot).
  */
 const char *lock_version(void);
 
 /**
  * Static text for a result code; never NULL, also for unknown codes.
  * Takes an int so that any value, even one no enum member has, is safe.
+ * Should the library fail inside, the text of `LOCK_ERR_PANIC`.
  */
 const char *lock_strerror(int32_t code);
 
@@ -367,7 +369,7 @@ const char *lock_strerror(int32_t code);
  * Copies a description of this thread's last failing `lock_*` call into
  * `buf` (NUL-terminated, cut to fit `buf_len`) and returns the description's
  * full length. With `buf` NULL or `buf_len` 0 it only returns the length.
- * Empty after a call that succeeded.
+ * Empty after a call that succeeded. Should the library fail inside, 0.
  *
  * # Safety
  * `buf` is NULL or valid for `buf_len` bytes of writes.
@@ -475,7 +477,9 @@ lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
  * path is the lock itself or its guard, which a rename would destroy. In
  * both cases the lock is still held. Unless committed, the target is
  * untouched and the temp file is left to the caller. Both paths are plain
- * paths, not lock specs.
+ * paths, not lock specs. `LOCK_ERR_UNSUPPORTED`, before anything is
+ * touched, for a lock that keeps no file of this host (a network lock) or
+ * cannot commit.
  *
  * # Safety
  * `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
@@ -530,7 +534,7 @@ lock_result lock_autorenew_stop(lock_handle *handle);
 
 /**
  * Reads who holds the lock, until when, its fences and cooldown, without
- * taking it. `LOCK_BUSY` if the lock's files stayed locked by other
+ * taking it. `LOCK_BUSY` if the lock's files stayed locked by another
  * process for 2 seconds (see `LOCK_BUSY`).
  *
  * # Safety
@@ -541,7 +545,8 @@ lock_result lock_inspect(lock_handle *handle, lock_info *info_out);
 /**
  * Removes the lock whoever holds it: an operator's tool for a holder known
  * to be gone. `*was_held_out` (if not NULL) tells whether there was a lock.
- * `LOCK_ERR_UNSUPPORTED` for flock, which only its holder's exit releases.
+ * `LOCK_ERR_UNSUPPORTED`, before anything is touched, for a scheme whose
+ * locks cannot be broken: flock, which only its holder's exit releases.
  * `LOCK_BUSY` if the lock's files stayed locked by other processes for 2
  * seconds (nothing removed; see `LOCK_BUSY`).
  *
@@ -569,7 +574,8 @@ lock_result lock_set_warning(lock_handle *handle, lock_warning_fn callback, void
  * `LOCK_ERR_BUFFER_TOO_SMALL` if `buf_len` cannot hold it and its
  * terminator: nothing is written to `buf`, and, as with `snprintf`,
  * `*len_out` receives the length needed (less the terminator), the one
- * output written on failure.
+ * output written on failure. `LOCK_ERR_UNSUPPORTED` for a lock that keeps
+ * no file of this host (a network lock), whose spec names a server and a key.
  *
  * # Safety
  * `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes;

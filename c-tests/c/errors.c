@@ -607,11 +607,11 @@ static bool test_null_arguments(void) {
     CHECK_RC(lock_path(NULL, buf, sizeof buf, &len), LOCK_ERR_NULL_ARGUMENT);
     CHECK_MSG(len == 4242, "len_out written on LOCK_ERR_NULL_ARGUMENT");
 
-    /* the NULL message is the call, then the code's text; asking for its
-     * length needs no buffer */
+    /* the NULL message is the call, the argument, then the code's text;
+     * asking for its length needs no buffer */
     char message[512], expected[512];
     size_t message_len = lock_last_error_message(message, sizeof message);
-    format_into(expected, sizeof expected, "lock_path: %s", lock_strerror(LOCK_ERR_NULL_ARGUMENT));
+    format_into(expected, sizeof expected, "lock_path: handle: %s", lock_strerror(LOCK_ERR_NULL_ARGUMENT));
     CHECK_MSG(message_len > 0 && strcmp(message, expected) == 0,
               "after LOCK_ERR_NULL_ARGUMENT the message is \"%s\", expected \"%s\"", message, expected);
     CHECK_RC(lock_close(NULL), LOCK_OK); /* a no-op, which leaves the message */
@@ -652,6 +652,16 @@ static bool test_strerror(void) {
             CHECK_MSG(strcmp(text, lock_strerror((int32_t)ALL_CODES[j])) != 0, "%s and %s share the text \"%s\"",
                       rc_name(ALL_CODES[i]), rc_name(ALL_CODES[j]), text);
         }
+    }
+    /* every number the library has a text for is in ALL_CODES: the list
+     * here cannot fall behind the library's */
+    const char *unknown_text = lock_strerror(-1);
+    for (int32_t code = 0; code < 1000; code++) {
+        bool listed = false;
+        for (size_t j = 0; j < ALL_CODES_COUNT; j++) listed = listed || (int32_t)ALL_CODES[j] == code;
+        bool known = strcmp(lock_strerror(code), unknown_text) != 0;
+        CHECK_MSG(known == listed, "code %ld: the library %s a text for it, but ALL_CODES %s it", (long)code,
+                  known ? "has" : "has no", listed ? "lists" : "does not list");
     }
     const int32_t unknown[] = {12345, -1, 5, 99, 108, 207, 311, 899, 901, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {

@@ -4,11 +4,14 @@ use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::sync::Arc;
+
 use lockcore::Lock;
+use lockstd::at_exit::{self, ReleaseAtExit};
+use lockstd::{Registration, Watchdog};
 
 use crate::boundary::{AtLock, Failure};
 use crate::result::lock_result;
-use crate::watchdog::Watchdog;
 
 /// Called while `lock_acquire` waits: after `wmin`, then every `wafter`, with
 /// the time waited so far in milliseconds and the context pointer given to
@@ -44,8 +47,11 @@ pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, wai
 /// breaks its lock at once (`stale=pid`, the default), others after its TTL.
 #[allow(non_camel_case_types)]
 pub struct lock_handle {
-    /// Declared first so that it is dropped first: the watchdog stops
-    /// before the lock it renews is released.
+    /// Declared first so that it is dropped first: the exit handler no
+    /// longer reaches the handle once it is being freed.
+    at_exit: UnsafeCell<Option<Registration>>,
+    /// Declared before the lock so that it is dropped first: the watchdog
+    /// stops before the lock it renews is released.
     watchdog: UnsafeCell<Option<Watchdog>>,
     /// Reached only through [`lock_handle::claim`], which makes the access
     /// exclusive.
@@ -65,6 +71,7 @@ impl lock_handle {
     /// caller inside it.
     pub fn new(lock: Lock) -> lock_handle {
         lock_handle {
+            at_exit: UnsafeCell::new(None),
             watchdog: UnsafeCell::new(None),
             lock: UnsafeCell::new(lock),
             in_use: AtomicBool::new(false),
@@ -72,12 +79,18 @@ impl lock_handle {
         }
     }
 
-    /// What `lock_close` does before the handle is freed: stops the
-    /// watchdog (waiting for it), then releases a lock this process holds,
-    /// and answers how that went. A release that failed is not tried again
-    /// when the lock is dropped: its error is the answer.
+    /// What `lock_close` does before the handle is freed: unregisters it
+    /// from the release at exit, stops the watchdog (waiting for it), then
+    /// releases a lock this process holds, and answers how that went. A
+    /// release that failed is not tried again when the lock is dropped:
+    /// its error is the answer.
     pub fn close(self: Box<Self>) -> Result<lock_result, Failure> {
         let mut this = self;
+        // Unregistered first, so that the exit handler cannot reach the
+        // handle once it is freed; the watchdog is stopped after, without
+        // the exit handler's list locked, since its lost callback may need
+        // it.
+        drop(this.at_exit.get_mut().take());
         drop(this.watchdog.get_mut().take());
         let lock = this.lock.get_mut();
         let own = lock.held().is_some_and(|held| held.owner.process.pid == std::process::id() as i32);
@@ -127,13 +140,108 @@ impl Claimed<'_> {
         unsafe { &mut *self.handle.watchdog.get() }
     }
 
-    pub fn address(&self) -> usize {
-        self.handle as *const lock_handle as usize
+    /// Registers the handle, which now holds its lock, to be released at
+    /// exit (once: a second call keeps the first registration).
+    pub fn release_at_exit(&mut self) {
+        // SAFETY: exclusive for the same reason as `lock`.
+        let registration = unsafe { &mut *self.handle.at_exit.get() };
+        if registration.is_none() {
+            let address = self.handle as *const lock_handle as usize;
+            *registration = Some(at_exit::register(Arc::new(HandleAtExit(address))));
+        }
+    }
+
+    /// Unregisters the handle, which holds nothing now, from the release at
+    /// exit, and stops its watchdog (waiting for it).
+    pub fn holds_nothing(&mut self) {
+        drop(self.watchdog().take());
+        // SAFETY: exclusive for the same reason as `lock`.
+        drop(unsafe { &mut *self.handle.at_exit.get() }.take());
+    }
+}
+
+/// A handle, by address, as the exit handler reaches it.
+///
+/// Sound because the handle is registered only while it lives: `lock_close`
+/// drops the registration before it frees the handle, and lockstd calls an
+/// item only while it is registered (see [`lockstd::Registration`]).
+struct HandleAtExit(usize);
+
+impl HandleAtExit {
+    fn handle(&self) -> &lock_handle {
+        // SAFETY: registered, so alive (see the type's doc).
+        unsafe { &*(self.0 as *const lock_handle) }
+    }
+}
+
+impl ReleaseAtExit for HandleAtExit {
+    fn take_watchdog(&self) -> Option<Watchdog> {
+        // A handle busy in another thread is left alone.
+        self.handle().claim().ok()?.watchdog().take()
+    }
+
+    fn release(&self) {
+        // A handle busy in another thread is left alone, and so is one whose
+        // owner started a new watchdog meanwhile (its lock runs out by its
+        // TTL). The lock itself refuses to release a lock its process did
+        // not take (fork).
+        if let Ok(mut claimed) = self.handle().claim() {
+            if claimed.watchdog().is_none() {
+                at_exit::release_for_exit(claimed.lock());
+            }
+        }
     }
 }
 
 impl Drop for Claimed<'_> {
     fn drop(&mut self) {
         self.handle.in_use.store(false, Ordering::Release);
+    }
+}
+
+/// Claims the handle for one call, then answers `LOCK_ERR_FORKED` if it
+/// holds a lock its process did not take: a parent's, inherited through
+/// fork(). The core refuses every operation on such a lock, but only after
+/// the call has judged its other arguments, and some calls touch no lock
+/// file at all (`lock_autorenew_stop`, `lock_set_warning`, `lock_path`).
+/// Every call but `lock_close` starts here, before it looks at any other
+/// argument, so that an inherited handle gets one answer whatever else is
+/// wrong with the call.
+pub fn claim_own(handle: &lock_handle) -> Result<Claimed<'_>, Failure> {
+    let mut claimed = handle.claim()?;
+    match claimed.lock().held() {
+        Some(held) if held.owner.process.pid != std::process::id() as i32 => {
+            Err(Failure::Core(lockcore::Error::Forked))
+        }
+        _ => Ok(claimed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acquire::{lock_release, lock_try_acquire};
+    use crate::open::{lock_close, lock_open};
+
+    #[test]
+    fn a_handle_in_use_refuses_a_second_caller() {
+        let path = std::env::temp_dir().join(format!("lockffi-in-use-{}", std::process::id()));
+        let spec = std::ffi::CString::new(format!("flock:{}", path.display())).unwrap();
+        let mut handle: *mut lock_handle = std::ptr::null_mut();
+        // SAFETY: valid arguments; the handle is closed at the end.
+        unsafe {
+            assert_eq!(lock_open(spec.as_ptr(), &mut handle), lock_result::LOCK_OK);
+            let claimed = (*handle).claim().unwrap();
+            assert_eq!(lock_try_acquire(handle, std::ptr::null_mut()), lock_result::LOCK_ERR_HANDLE_IN_USE);
+            drop(claimed);
+            assert_eq!(lock_try_acquire(handle, std::ptr::null_mut()), lock_result::LOCK_OK);
+            assert_eq!(lock_release(handle, 0), lock_result::LOCK_OK);
+            lock_close(handle);
+        }
+        std::fs::remove_file(&path).unwrap();
+        // flock keeps its fence and cooldown beside the target.
+        let mut guard = path.into_os_string();
+        guard.push(".guard");
+        std::fs::remove_file(guard).unwrap();
     }
 }

@@ -1,7 +1,31 @@
-//! The result codes of the C interface: one enum, fixed numbers, one place
-//! that maps core errors to codes, one table of static texts.
+//! The result codes of the C interface: one enum with fixed numbers, and
+//! one table from which everything else about a code comes.
+//!
+//! The enum [`lock_result`] is written out, with its numbers and doc
+//! comments, because that is what cbindgen reads to write the header: it
+//! does not expand macros, so an enum made by one would be missing from
+//! `lockffi.h` (see `boundary.rs`). Everything else about a code comes from
+//! the one table below, `code_table!`, one row per code: its static text
+//! (`lock_strerror`), the core error kinds and the outcomes that become it.
+//! From that table the macro makes [`lock_result::ALL`], [`lock_result::text`]
+//! and the conversions, each a `match` the compiler checks:
+//! * `text` matches every row's code against the enum, so a code added to
+//!   the enum without a row, or a row for no code, does not compile (and a
+//!   row given twice is an unreachable pattern, denied); `ALL` is made from
+//!   the same rows, so it holds every code once;
+//! * `From<ErrorKind>` matches the rows' kinds, so a kind lockcore adds
+//!   without a row does not compile, and a kind given twice is denied;
+//! * the outcome conversions match the rows' outcomes in the same way.
+//!
+//! The rows, not the enum, are the place to add a code, after its line in
+//! the enum. Tests check what the compiler cannot: numbers and texts are
+//! distinct, and `ALL` is the header's enum, names and numbers
+//! (`tests/header.rs`). A simpler scheme, the text taken from the doc
+//! comment, would have changed the texts `lock_strerror` has always given.
 
-use lockcore::{CorruptKind, Error, ErrorKind, ProlongOutcome, ReleaseOutcome, SpecErrorKind};
+use core::ffi::CStr;
+
+use lockcore::{CommitOutcome, CorruptKind, Error, ErrorKind, ProlongOutcome, ReleaseOutcome, SpecErrorKind};
 
 /// What every `lock_*` call returns.
 ///
@@ -110,140 +134,115 @@ pub enum lock_result {
 
 use lock_result::*;
 
-impl lock_result {
-    /// Every code, for tests and for `lock_strerror`.
-    pub const ALL: &'static [lock_result] = &[
-        LOCK_OK,
-        LOCK_EXPIRED,
-        LOCK_LOST,
-        LOCK_BUSY,
-        LOCK_TIMEOUT,
-        LOCK_ERR_NULL_ARGUMENT,
-        LOCK_ERR_NOT_HELD,
-        LOCK_ERR_ALREADY_HELD,
-        LOCK_ERR_FORKED,
-        LOCK_ERR_HANDLE_IN_USE,
-        LOCK_ERR_UNSUPPORTED,
-        LOCK_ERR_BUFFER_TOO_SMALL,
-        LOCK_ERR_INVALID_ARGUMENT,
-        LOCK_ERR_SPEC_SYNTAX,
-        LOCK_ERR_SPEC_UNKNOWN_SCHEME,
-        LOCK_ERR_SPEC_UNKNOWN_KEY,
-        LOCK_ERR_SPEC_BAD_VALUE,
-        LOCK_ERR_SPEC_DUPLICATE_KEY,
-        LOCK_ERR_PATH_TOO_LONG,
-        LOCK_ERR_SPEC_BAD_URL,
-        LOCK_ERR_NOT_FOUND,
-        LOCK_ERR_PERMISSION,
-        LOCK_ERR_SYMLINK,
-        LOCK_ERR_NOT_A_LOCK,
-        LOCK_ERR_CORRUPT_RECORD,
-        LOCK_ERR_RECORD_TOO_LONG,
-        LOCK_ERR_CORRUPT_GUARD,
-        LOCK_ERR_SYSTEM,
-        LOCK_ERR_COMMIT,
-        LOCK_ERR_NOT_A_DIRECTORY,
-        LOCK_ERR_UNTRUSTED,
-        LOCK_ERR_PANIC,
-    ];
+/// Makes `ALL`, `text` and the conversions from one row per code:
+/// `CODE: text [, kind(<ErrorKind pattern>)] [, outcome(<release>, <prolong>, <commit>)];`
+macro_rules! code_table {
+    ($(
+        $code:ident: $text:literal
+        $(, kind($kind:pat))?
+        $(, outcome($release:ident, $prolong:ident, $commit:ident))?
+        ;
+    )*) => {
+        impl lock_result {
+            /// Every code, in the order of the enum, for tests and for
+            /// `lock_strerror`.
+            pub const ALL: &'static [lock_result] = &[$($code),*];
 
-    /// Static, NUL-terminated text for a code.
-    pub fn text(self) -> &'static core::ffi::CStr {
-        match self {
-            LOCK_OK => c"success",
-            LOCK_EXPIRED => c"the lock was held past its TTL, but nobody took it",
-            LOCK_LOST => c"the lock was lost: someone else holds it now",
-            LOCK_BUSY => c"the lock is held by someone else, cooling down, or its guard is held",
-            LOCK_TIMEOUT => c"the wait budget ran out before the lock was free",
-            LOCK_ERR_NULL_ARGUMENT => c"a required pointer argument is NULL",
-            LOCK_ERR_NOT_HELD => c"this handle does not hold its lock",
-            LOCK_ERR_ALREADY_HELD => c"this handle already holds its lock",
-            LOCK_ERR_FORKED => c"the lock was taken by the parent process before fork()",
-            LOCK_ERR_HANDLE_IN_USE => c"the handle is in use by another thread",
-            LOCK_ERR_UNSUPPORTED => c"this strategy does not support the operation",
-            LOCK_ERR_BUFFER_TOO_SMALL => c"the output buffer is too small",
-            LOCK_ERR_INVALID_ARGUMENT => c"an argument is out of range",
-            LOCK_ERR_SPEC_SYNTAX => c"the lock spec is malformed; expected scheme:target?key=value&...",
-            LOCK_ERR_SPEC_UNKNOWN_SCHEME => c"the lock spec names an unknown scheme",
-            LOCK_ERR_SPEC_UNKNOWN_KEY => c"the lock spec names an option its scheme does not have",
-            LOCK_ERR_SPEC_BAD_VALUE => c"a lock spec option has a bad value",
-            LOCK_ERR_SPEC_DUPLICATE_KEY => c"a lock spec option is given twice",
-            LOCK_ERR_PATH_TOO_LONG => c"a lock path is longer than PATH_MAX",
-            LOCK_ERR_SPEC_BAD_URL => c"the lock spec's network target is malformed",
-            LOCK_ERR_NOT_FOUND => c"a directory on the lock's path does not exist",
-            LOCK_ERR_PERMISSION => c"permission denied on the lock's path",
-            LOCK_ERR_SYMLINK => c"the lock's path is a symbolic link; refusing to follow it",
-            LOCK_ERR_NOT_A_LOCK => c"the lock's path holds something that is not a lock",
-            LOCK_ERR_CORRUPT_RECORD => c"the lock's owner record is corrupt",
-            LOCK_ERR_RECORD_TOO_LONG => c"the lock's owner record is too long",
-            LOCK_ERR_CORRUPT_GUARD => c"the lock's guard file is corrupt",
-            LOCK_ERR_SYSTEM => c"system error; see errno",
-            LOCK_ERR_COMMIT => c"the commit could not rename the temp file over the target; see errno",
-            LOCK_ERR_NOT_A_DIRECTORY => c"a component of the lock's path is not a directory",
-            LOCK_ERR_UNTRUSTED => c"a file of the lock could have been written by a user its mode does not trust",
-            LOCK_ERR_PANIC => c"internal error in the lock library (caught panic)",
+            /// Static, NUL-terminated text for a code.
+            #[deny(unreachable_patterns)]
+            pub fn text(self) -> &'static CStr {
+                match self {
+                    $($code => $text,)*
+                }
+            }
         }
-    }
+
+        /// The one place where the kinds of core errors become codes.
+        impl From<ErrorKind> for lock_result {
+            #[deny(unreachable_patterns)]
+            fn from(kind: ErrorKind) -> lock_result {
+                match kind {
+                    $($($kind => $code,)?)*
+                }
+            }
+        }
+
+        impl From<ReleaseOutcome> for lock_result {
+            #[deny(unreachable_patterns)]
+            fn from(outcome: ReleaseOutcome) -> lock_result {
+                match outcome {
+                    $($(ReleaseOutcome::$release => $code,)?)*
+                }
+            }
+        }
+
+        impl From<ProlongOutcome> for lock_result {
+            #[deny(unreachable_patterns)]
+            fn from(outcome: ProlongOutcome) -> lock_result {
+                match outcome {
+                    $($(ProlongOutcome::$prolong => $code,)?)*
+                }
+            }
+        }
+
+        impl From<CommitOutcome> for lock_result {
+            #[deny(unreachable_patterns)]
+            fn from(outcome: CommitOutcome) -> lock_result {
+                match outcome {
+                    $($(CommitOutcome::$commit => $code,)?)*
+                }
+            }
+        }
+    };
+}
+
+// Codes without a kind or an outcome are made by lockffi itself (the
+// argument checks, the handle's claim, the panic boundary).
+code_table! {
+    LOCK_OK: c"success", outcome(Released, Prolonged, Committed);
+    LOCK_EXPIRED: c"the lock was held past its TTL, but nobody took it", outcome(Expired, Expired, Expired);
+    LOCK_LOST: c"the lock was lost: someone else holds it now", outcome(Lost, Lost, Lost);
+    LOCK_BUSY: c"the lock is held by someone else, cooling down, or its guard is held", kind(ErrorKind::Busy);
+    LOCK_TIMEOUT: c"the wait budget ran out before the lock was free", kind(ErrorKind::Timeout);
+    LOCK_ERR_NULL_ARGUMENT: c"a required pointer argument is NULL";
+    LOCK_ERR_NOT_HELD: c"this handle does not hold its lock", kind(ErrorKind::NotHeld);
+    LOCK_ERR_ALREADY_HELD: c"this handle already holds its lock", kind(ErrorKind::AlreadyHeld);
+    LOCK_ERR_FORKED: c"the lock was taken by the parent process before fork()", kind(ErrorKind::Forked);
+    LOCK_ERR_HANDLE_IN_USE: c"the handle is in use by another thread";
+    LOCK_ERR_UNSUPPORTED: c"this strategy does not support the operation", kind(ErrorKind::Unsupported);
+    LOCK_ERR_BUFFER_TOO_SMALL: c"the output buffer is too small";
+    LOCK_ERR_INVALID_ARGUMENT: c"an argument is out of range", kind(ErrorKind::CommitOntoLock);
+    LOCK_ERR_SPEC_SYNTAX: c"the lock spec is malformed; expected scheme:target?key=value&...",
+        kind(ErrorKind::Spec(SpecErrorKind::Syntax));
+    LOCK_ERR_SPEC_UNKNOWN_SCHEME: c"the lock spec names an unknown scheme",
+        kind(ErrorKind::Spec(SpecErrorKind::UnknownScheme));
+    LOCK_ERR_SPEC_UNKNOWN_KEY: c"the lock spec names an option its scheme does not have",
+        kind(ErrorKind::Spec(SpecErrorKind::UnknownKey));
+    LOCK_ERR_SPEC_BAD_VALUE: c"a lock spec option has a bad value", kind(ErrorKind::Spec(SpecErrorKind::BadValue));
+    LOCK_ERR_SPEC_DUPLICATE_KEY: c"a lock spec option is given twice",
+        kind(ErrorKind::Spec(SpecErrorKind::DuplicateKey));
+    LOCK_ERR_PATH_TOO_LONG: c"a lock path is longer than PATH_MAX", kind(ErrorKind::Spec(SpecErrorKind::PathTooLong));
+    LOCK_ERR_SPEC_BAD_URL: c"the lock spec's network target is malformed", kind(ErrorKind::Spec(SpecErrorKind::BadUrl));
+    LOCK_ERR_NOT_FOUND: c"a directory on the lock's path does not exist", kind(ErrorKind::NotFound);
+    LOCK_ERR_PERMISSION: c"permission denied on the lock's path", kind(ErrorKind::PermissionDenied);
+    LOCK_ERR_SYMLINK: c"the lock's path is a symbolic link; refusing to follow it", kind(ErrorKind::Symlink);
+    LOCK_ERR_NOT_A_LOCK: c"the lock's path holds something that is not a lock", kind(ErrorKind::NotALock);
+    LOCK_ERR_CORRUPT_RECORD: c"the lock's owner record is corrupt", kind(ErrorKind::Corrupt(CorruptKind::Record));
+    LOCK_ERR_RECORD_TOO_LONG: c"the lock's owner record is too long",
+        kind(ErrorKind::Corrupt(CorruptKind::RecordTooLong));
+    LOCK_ERR_CORRUPT_GUARD: c"the lock's guard file is corrupt", kind(ErrorKind::Corrupt(CorruptKind::GuardState));
+    LOCK_ERR_SYSTEM: c"system error; see errno", kind(ErrorKind::Os);
+    LOCK_ERR_COMMIT: c"the commit could not rename the temp file over the target; see errno",
+        kind(ErrorKind::Commit);
+    LOCK_ERR_NOT_A_DIRECTORY: c"a component of the lock's path is not a directory", kind(ErrorKind::NotADirectory);
+    LOCK_ERR_UNTRUSTED: c"a file of the lock could have been written by a user its mode does not trust",
+        kind(ErrorKind::Untrusted);
+    LOCK_ERR_PANIC: c"internal error in the lock library (caught panic)";
 }
 
 impl From<Error> for lock_result {
     fn from(error: Error) -> lock_result {
         lock_result::from(error.kind())
-    }
-}
-
-/// The one place where the kinds of core errors become codes.
-impl From<ErrorKind> for lock_result {
-    fn from(kind: ErrorKind) -> lock_result {
-        match kind {
-            ErrorKind::Spec(kind) => match kind {
-                SpecErrorKind::Syntax => LOCK_ERR_SPEC_SYNTAX,
-                SpecErrorKind::UnknownScheme => LOCK_ERR_SPEC_UNKNOWN_SCHEME,
-                SpecErrorKind::UnknownKey => LOCK_ERR_SPEC_UNKNOWN_KEY,
-                SpecErrorKind::BadValue => LOCK_ERR_SPEC_BAD_VALUE,
-                SpecErrorKind::DuplicateKey => LOCK_ERR_SPEC_DUPLICATE_KEY,
-                SpecErrorKind::PathTooLong => LOCK_ERR_PATH_TOO_LONG,
-                SpecErrorKind::BadUrl => LOCK_ERR_SPEC_BAD_URL,
-            },
-            ErrorKind::Busy => LOCK_BUSY,
-            ErrorKind::Timeout => LOCK_TIMEOUT,
-            ErrorKind::NotHeld => LOCK_ERR_NOT_HELD,
-            ErrorKind::AlreadyHeld => LOCK_ERR_ALREADY_HELD,
-            ErrorKind::Unsupported => LOCK_ERR_UNSUPPORTED,
-            ErrorKind::Forked => LOCK_ERR_FORKED,
-            ErrorKind::NotFound => LOCK_ERR_NOT_FOUND,
-            ErrorKind::NotADirectory => LOCK_ERR_NOT_A_DIRECTORY,
-            ErrorKind::PermissionDenied => LOCK_ERR_PERMISSION,
-            ErrorKind::Symlink => LOCK_ERR_SYMLINK,
-            ErrorKind::NotALock => LOCK_ERR_NOT_A_LOCK,
-            ErrorKind::Corrupt(CorruptKind::Record) => LOCK_ERR_CORRUPT_RECORD,
-            ErrorKind::Corrupt(CorruptKind::RecordTooLong) => LOCK_ERR_RECORD_TOO_LONG,
-            ErrorKind::Corrupt(CorruptKind::GuardState) => LOCK_ERR_CORRUPT_GUARD,
-            ErrorKind::Untrusted => LOCK_ERR_UNTRUSTED,
-            ErrorKind::Commit => LOCK_ERR_COMMIT,
-            ErrorKind::CommitOntoLock => LOCK_ERR_INVALID_ARGUMENT,
-            ErrorKind::Os => LOCK_ERR_SYSTEM,
-        }
-    }
-}
-
-impl From<ReleaseOutcome> for lock_result {
-    fn from(outcome: ReleaseOutcome) -> lock_result {
-        match outcome {
-            ReleaseOutcome::Released => LOCK_OK,
-            ReleaseOutcome::Expired => LOCK_EXPIRED,
-            ReleaseOutcome::Lost => LOCK_LOST,
-        }
-    }
-}
-
-impl From<ProlongOutcome> for lock_result {
-    fn from(outcome: ProlongOutcome) -> lock_result {
-        match outcome {
-            ProlongOutcome::Prolonged => LOCK_OK,
-            ProlongOutcome::Expired => LOCK_EXPIRED,
-            ProlongOutcome::Lost => LOCK_LOST,
-        }
     }
 }
 

@@ -43,3 +43,27 @@ fn header_version_macros_match_cargo() {
         assert!(header.lines().any(|l| l.trim() == line), "header lacks `{line}`");
     }
 }
+
+/// `lock_result::ALL`, which `lock_strerror` and the tests walk, is made
+/// from the table in `src/result.rs`; the header's enum from the enum
+/// itself. They must be the same codes, in the same order, with the same
+/// numbers.
+#[test]
+fn every_result_code_of_the_header_is_in_all() {
+    let header = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../include/lockffi.h"))
+        .expect("read include/lockffi.h");
+    let body = header
+        .split("typedef enum {")
+        .find_map(|rest| rest.split_once("} lock_result;").map(|(body, _)| body))
+        .expect("the header has a typedef enum lock_result");
+    let in_header: Vec<(String, i32)> = body
+        .lines()
+        .filter_map(|line| line.trim().strip_suffix(','))
+        .filter_map(|entry| entry.split_once(" = "))
+        .map(|(name, number)| (name.to_string(), number.parse().expect("a number")))
+        .collect();
+    let in_all: Vec<(String, i32)> =
+        lockffi::lock_result::ALL.iter().map(|&code| (format!("{code:?}"), code as i32)).collect();
+    assert!(in_header.len() > 20, "read only {in_header:?} from the header");
+    assert_eq!(in_all, in_header, "lock_result::ALL and the header's enum differ");
+}

@@ -1,0 +1,132 @@
+//! Holding a lock: `lock_try_acquire`, `lock_acquire`, `lock_release`,
+//! `lock_prolong`.
+
+use std::time::Duration;
+
+use crate::boundary::{duration_arg, ffi_export, write_optional, AtLock};
+use crate::handle::lock_handle;
+use crate::result::lock_result;
+use crate::types::LOCK_WAIT_FOREVER;
+
+/// One attempt to take the lock, returning within a tenth of a second
+/// whatever other processes do. `LOCK_BUSY` if someone else holds it, it is
+/// cooling down, or its guard stayed held by another process for 50 ms
+/// (the message says which, and names the holder). On `LOCK_OK`,
+/// `*fence_out` (if not NULL) receives the fencing token: greater than that
+/// of every earlier acquisition of this lock.
+///
+/// # Safety
+/// `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
+/// valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *mut u64) -> lock_result {
+    ffi_export!(lock_try_acquire, claim(handle), |claimed| {
+        let acquired = {
+            let result = claimed.lock().try_acquire();
+            result.at(claimed.lock())?
+        };
+        claimed.release_at_exit();
+        write_optional(fence_out, acquired.fence);
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Takes the lock, waiting at most `timeout_ms` milliseconds
+/// (`LOCK_WAIT_FOREVER`: no limit; 0: one attempt, like `lock_try_acquire`
+/// but answering `LOCK_TIMEOUT`). The wait is a deadline on the monotonic
+/// clock, which every wait inside it (for the lock's guard too) keeps, with
+/// jittered exponential backoff between attempts; the warning callback, if
+/// set, is called after `wmin` and every `wafter`. On `LOCK_TIMEOUT` the
+/// message names what stood in the way at the end: the holder (pid, host,
+/// since, expiry), a cooldown, the queue ahead, or a guard held too long.
+///
+/// # Safety
+/// As for `lock_try_acquire`.
+#[no_mangle]
+pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64, fence_out: *mut u64) -> lock_result {
+    ffi_export!(lock_acquire, claim(handle), |claimed| {
+        let budget = (timeout_ms != LOCK_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms));
+        let warning = *claimed.warning();
+        let mut notify = |waited: Duration| {
+            if let Some(w) = warning {
+                let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+                // SAFETY: lock_set_warning's contract: the callback and its
+                // context stay valid while the handle may call them.
+                unsafe { (w.callback)(w.context, waited_ms) };
+            }
+        };
+        let warn: Option<&mut dyn FnMut(Duration)> = if warning.is_some() { Some(&mut notify) } else { None };
+        let acquired = {
+            let result = claimed.lock().acquire_with(budget, &mut lockcore::wait::Sleep, warn);
+            result.at(claimed.lock())?
+        };
+        claimed.release_at_exit();
+        write_optional(fence_out, acquired.fence);
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Releases the lock. A non-zero `cooldown_ms` keeps it closed to everyone
+/// for that long (at most 100 years: `LOCK_ERR_INVALID_ARGUMENT` beyond).
+/// Returns `LOCK_OK`, `LOCK_EXPIRED` (held past its TTL; nobody took it;
+/// released now) or `LOCK_LOST` (someone else holds it; nothing removed).
+/// After any of these the handle holds nothing, and its watchdog, if any,
+/// is stopped: no renewal runs after a release that succeeded. `LOCK_BUSY`
+/// if the lock's guard stayed locked by another process for 2 seconds (see
+/// `LOCK_BUSY`). A release that answers `LOCK_BUSY` or an error leaves the
+/// lock held, and renewed as before by its watchdog, if any.
+///
+/// # Safety
+/// `handle` is NULL or a live handle from `lock_open`.
+#[no_mangle]
+pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64) -> lock_result {
+    ffi_export!(lock_release, claim(handle), |claimed| {
+        let cooldown = duration_arg(cooldown_ms)?;
+        // No renewal may run during or after the release; but the watchdog is
+        // only paused until the release is known to have happened: one that
+        // fails with an error leaves the lock held, to be renewed as before.
+        if let Some(watchdog) = claimed.watchdog() {
+            watchdog.pause();
+        }
+        let released = claimed.lock().release(cooldown);
+        let outcome = match released.at(claimed.lock()) {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                if let Some(watchdog) = claimed.watchdog() {
+                    watchdog.resume();
+                }
+                return Err(failure);
+            }
+        };
+        claimed.holds_nothing();
+        Ok(outcome.into())
+    })
+}
+
+/// Moves the expiry to now + `ttl_ms` (0: the spec's `ttl`; without one, the
+/// lock no longer expires; at most 100 years: `LOCK_ERR_INVALID_ARGUMENT`
+/// beyond). Returns `LOCK_OK`, `LOCK_EXPIRED` (it had run out but nobody
+/// took it; held again now) or `LOCK_LOST` (someone else holds it; the
+/// handle holds nothing, and its watchdog, if any, is stopped). While a
+/// watchdog runs (`lock_autorenew`), its next renewal sets the expiry back
+/// to now + the spec's `ttl`. `LOCK_BUSY` if the lock's files stayed locked
+/// by another process for 2 seconds (nothing changed; see `LOCK_BUSY`).
+///
+/// # Safety
+/// `handle` is NULL or a live handle from `lock_open`.
+#[no_mangle]
+pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> lock_result {
+    ffi_export!(lock_prolong, claim(handle), |claimed| {
+        let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(ttl_ms)?) };
+        let outcome = {
+            let result = claimed.lock().prolong(ttl);
+            result.at(claimed.lock())?
+        };
+        if outcome == lockcore::ProlongOutcome::Lost {
+            // The watchdog renews the acquisition that is gone; left running,
+            // it would report the next one lost and stop.
+            claimed.holds_nothing();
+        }
+        Ok(outcome.into())
+    })
+}

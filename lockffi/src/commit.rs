@@ -1,0 +1,50 @@
+//! Replacing a file only while the lock is held: `lock_commit`.
+
+use std::ffi::{c_char, CStr};
+
+use crate::boundary::{ffi_export, AtLock, Failure};
+use crate::handle::lock_handle;
+use crate::result::lock_result;
+
+/// Replaces `target_path` with the finished file `temp_path` (by
+/// rename(2), so readers see the old file or the new one) only if this
+/// handle still holds the lock at that moment. Returns
+/// `LOCK_OK` (committed), `LOCK_EXPIRED` (held past its TTL: not committed)
+/// or `LOCK_LOST` (someone else holds it: not committed; the handle holds
+/// nothing, and its watchdog, if any, is stopped). `LOCK_BUSY` if the lock's
+/// guard stayed locked by another process for 2 seconds (not committed;
+/// see `LOCK_BUSY`). `LOCK_ERR_COMMIT`, with `errno` set, if the rename
+/// itself fails (the temp file is missing, the target is a directory, the
+/// two are on different file systems); `LOCK_ERR_INVALID_ARGUMENT` if either
+/// path is the lock itself or its guard, which a rename would destroy. In
+/// both cases the lock is still held. Unless committed, the target is
+/// untouched and the temp file is left to the caller. Both paths are plain
+/// paths, not lock specs. `LOCK_ERR_UNSUPPORTED`, before anything is
+/// touched, for a lock that keeps no file of this host (a network lock) or
+/// cannot commit.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn lock_commit(
+    handle: *mut lock_handle,
+    temp_path: *const c_char,
+    target_path: *const c_char,
+) -> lock_result {
+    ffi_export!(lock_commit, claim(handle), required(temp_path, target_path), |claimed| {
+        // SAFETY: non-NULL and NUL-terminated by the contract above.
+        let (temp, target) = unsafe { (CStr::from_ptr(temp_path), CStr::from_ptr(target_path)) };
+        let as_path = |p: &CStr| {
+            lockcore::CPath::from_parts(&[p.to_bytes()]).map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
+        };
+        let (temp, target) = (as_path(temp)?, as_path(target)?);
+        let outcome = {
+            let result = claimed.lock().commit_file(&temp, &target);
+            result.at(claimed.lock())?
+        };
+        if outcome == lockcore::CommitOutcome::Lost {
+            claimed.holds_nothing();
+        }
+        Ok(outcome.into())
+    })
+}
