@@ -271,13 +271,13 @@ impl Backoff {
     /// The next delay, drawn from below the current ceiling, which stays.
     pub fn delay(&mut self) -> Duration {
         let half = self.ceiling / 2;
-        let span = self.ceiling.as_nanos() as u64 - half.as_nanos() as u64;
+        let span = u64::try_from((self.ceiling - half).as_nanos()).unwrap_or(u64::MAX);
         half + Duration::from_nanos(self.random() % span.max(1))
     }
 
     /// Doubles the ceiling, up to the longest: for a wait that timed out.
     pub fn grow(&mut self) {
-        self.ceiling = (self.ceiling * 2).min(self.longest);
+        self.ceiling = self.ceiling.saturating_mul(2).min(self.longest);
     }
 
     /// xorshift64*: plenty for jitter, and no state beyond one word.
@@ -496,6 +496,21 @@ mod tests {
         let mut b = Backoff::with_range(Duration::from_millis(3), Duration::from_millis(1), 5);
         assert!(b.delay() < Duration::from_millis(3));
         assert_eq!(Backoff::with_range(Duration::ZERO, Duration::ZERO, 5).delay(), Duration::ZERO);
+    }
+
+    /// A range up to the longest duration there is: the delays stay within
+    /// it and growing stops there, with no overflow.
+    #[test]
+    fn a_backoff_of_the_longest_range_neither_overflows_nor_leaves_it() {
+        let mut b = Backoff::with_range(Duration::from_secs(1), Duration::MAX, 7);
+        for _ in 0..80 {
+            b.grow();
+        }
+        let d = b.delay();
+        assert!(d >= Duration::MAX / 2 && d < Duration::MAX, "{d:?}");
+        let mut b = Backoff::with_range(Duration::MAX, Duration::MAX, 7);
+        let d = b.delay();
+        assert!(d >= Duration::MAX / 2 && d < Duration::MAX, "{d:?}");
     }
 
     /// The source is armed before the attempt: a release right after the
