@@ -139,8 +139,11 @@ fn parse_host(raw: &[u8]) -> Result<Host, SpecError> {
             None => (raw, None),
         }
     };
-    let allowed = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':');
-    if name.is_empty() || !name.iter().all(allowed) {
+    // Decoded like every other part; a ':' only inside brackets.
+    let bracketed = raw.starts_with(b"[");
+    let name = ShortText::decode(name).map_err(|_| bad("has a host that is malformed or longer than 256 bytes"))?;
+    let allowed = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_') || (bracketed && *b == b':');
+    if name.as_bytes().is_empty() || !name.as_bytes().iter().all(allowed) {
         return Err(bad("has a host that is no name or address"));
     }
     let port = match port {
@@ -152,7 +155,7 @@ fn parse_host(raw: &[u8]) -> Result<Host, SpecError> {
                 .ok_or(bad("has a port that is not a number from 1 to 65535"))?,
         ),
     };
-    Ok(Host::Net { name: ShortText::decode(name).map_err(|_| bad("has a host that is too long"))?, port })
+    Ok(Host::Net { name, port })
 }
 
 fn parse_number(digits: &[u8]) -> Option<u32> {
@@ -226,6 +229,17 @@ mod tests {
         let e = parse("//%2Frun%2Fredis%2Fredis.sock/0/k");
         assert_eq!(e.host, Host::Socket(CPath::from_parts(&[b"/run/redis/redis.sock"]).unwrap()));
         assert_eq!((e.db, e.key.as_bytes()), (Some(0), &b"k"[..]));
+    }
+
+    #[test]
+    fn a_host_name_is_percent_decoded_like_every_other_part() {
+        assert_eq!(net(&parse("//%6Cocal%2Dhost:1/k")), (&b"local-host"[..], Some(1)));
+        assert_eq!(net(&parse("//[%3A%3A1]/k")), (&b"::1"[..], None));
+        // Decoded, a ':' outside brackets would be a port in the name.
+        for raw in ["//h%3A1/k", "//h%20x/k", "//h%zz/k", "//%5B%3A%3A1%5D/k"] {
+            let e = Endpoint::parse(raw.as_bytes()).expect_err(raw);
+            assert_eq!(e.kind, SpecErrorKind::BadUrl, "{raw}: {e}");
+        }
     }
 
     #[test]
