@@ -58,7 +58,13 @@ pub struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        list().retain(|(id, _)| *id != self.id);
+        // The item is dropped once the list is unlocked: if this was its
+        // last reference, its own drop may need the list.
+        let item = {
+            let mut held = list();
+            held.iter().position(|(id, _)| *id == self.id).map(|at| held.remove(at))
+        };
+        drop(item);
     }
 }
 
