@@ -9,9 +9,12 @@
 //! ```
 //!
 //! This is what follows `scheme:` in a spec whose scheme's target is a
-//! URL. Every part is percent-decoded; a host that decodes to an absolute
-//! path is a unix socket, as in libpq's URLs. The database is a number and
-//! may be left out; the key is everything after it, and may hold `/`.
+//! URL. Every part but the database is percent-decoded; a host that
+//! decodes to an absolute path is a unix socket, as in libpq's URLs. The
+//! database is a number in plain digits and may be left out (so a key that
+//! begins with digits and a `/` is written with its first digit encoded);
+//! the key is everything after it, and may hold `/`. An empty password
+//! (`user:@host`) is kept as empty, for a server to be told.
 //! Parsing never allocates, and the password never appears in `Debug`.
 
 use core::fmt;
@@ -77,6 +80,9 @@ impl Endpoint {
             None => (None, None, authority),
         };
         let host = parse_host(host)?;
+        if path.first() == Some(&b'/') {
+            return Err(bad("has an empty part after the host: expected [/db]/key"));
+        }
         let (db, key) = match path.iter().position(|&b| b == b'/') {
             Some(cut) if !path[..cut].is_empty() && path[..cut].iter().all(u8::is_ascii_digit) => {
                 let db = parse_number(&path[..cut]).ok_or(bad("has a database number out of range"))?;
@@ -113,6 +119,9 @@ impl fmt::Debug for Host {
     }
 }
 
+/// The longest unix socket path a `sockaddr_un` holds, without its NUL.
+const SOCKET_PATH_CAPACITY: usize = 107;
+
 /// `name`, `name:port`, `[v6]`, `[v6]:port`, or a percent-encoded socket path.
 fn parse_host(raw: &[u8]) -> Result<Host, SpecError> {
     if raw.is_empty() {
@@ -122,6 +131,14 @@ fn parse_host(raw: &[u8]) -> Result<Host, SpecError> {
         let mut path = CPath::empty();
         crate::spec::decode_into(raw, |chunk| path.push(chunk))
             .map_err(|_| bad("has a socket path that is malformed or too long"))?;
+        // `sun_path` holds 108 bytes with its NUL: a longer path could
+        // never be connected to.
+        if path.as_bytes().len() > SOCKET_PATH_CAPACITY {
+            return Err(bad("has a socket path longer than the 107 bytes a unix socket address holds"));
+        }
+        if path.as_bytes().iter().any(u8::is_ascii_control) {
+            return Err(bad("has a control character in its socket path"));
+        }
         return Ok(Host::Socket(path));
     }
     let (name, port) = if let Some(v6) = raw.strip_prefix(b"[") {
@@ -159,10 +176,10 @@ fn parse_host(raw: &[u8]) -> Result<Host, SpecError> {
 }
 
 fn parse_number(digits: &[u8]) -> Option<u32> {
-    if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(digits.iter().fold(0, |n, &d| n * 10 + u32::from(d - b'0')))
+    digits.iter().try_fold(0u32, |n, &d| n.checked_mul(10)?.checked_add(u32::from(d - b'0')))
 }
 
 fn decode(raw: &[u8], what: &'static str) -> Result<ShortText, SpecError> {
@@ -225,6 +242,22 @@ mod tests {
     }
 
     #[test]
+    fn every_database_number_of_32_bits_is_read() {
+        assert_eq!(parse("//h/4294967295/k").db, Some(u32::MAX));
+        assert_eq!(parse("//h/0000000001/k").db, Some(1));
+        let e = parse("//h/%32/k");
+        assert_eq!((e.db, e.key.as_bytes()), (None, &b"2/k"[..]), "an encoded digit is part of the key");
+    }
+
+    #[test]
+    fn a_socket_path_must_fit_a_socket_address() {
+        let fits = std::format!("//%2F{}/k", "s".repeat(106));
+        assert!(matches!(parse(&fits).host, Host::Socket(_)));
+        let too_long = std::format!("//%2F{}/k", "s".repeat(107));
+        assert_eq!(Endpoint::parse(too_long.as_bytes()).unwrap_err().kind, SpecErrorKind::BadUrl);
+    }
+
+    #[test]
     fn a_host_that_decodes_to_a_path_is_a_unix_socket() {
         let e = parse("//%2Frun%2Fredis%2Fredis.sock/0/k");
         assert_eq!(e.host, Host::Socket(CPath::from_parts(&[b"/run/redis/redis.sock"]).unwrap()));
@@ -270,6 +303,9 @@ mod tests {
             "//u%0a@h/k",
             "//h/%zz",
             "//h/99999999999/k",
+            "//h/4294967296/k",
+            "//h//k",
+            "//%2Frun%2Fa%0Ab.sock/k",
         ] {
             let e = Endpoint::parse(raw.as_bytes()).expect_err(raw);
             assert_eq!(e.kind, SpecErrorKind::BadUrl, "{raw}: {e}");

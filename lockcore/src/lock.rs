@@ -165,7 +165,7 @@ impl Lock {
     /// strategy does not keep a place for a caller that does not wait.
     pub fn try_acquire(&mut self) -> Result<Acquired, Error> {
         let deadline = MonoTime::now().saturating_add(TRY_PATIENCE);
-        let result = self.attempt(deadline, Some(TRY_PATIENCE));
+        let result = self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once);
         if result.is_err() {
             self.abandon(MonoTime::now().saturating_add(TRY_PATIENCE));
         }
@@ -175,15 +175,24 @@ impl Lock {
     /// One attempt that keeps a queueing strategy's place on failure, for
     /// the attempts of one `acquire`, ending by `deadline`; its caller goes
     /// on trying for `waits_for`.
-    fn attempt(&mut self, deadline: MonoTime, waits_for: Option<Duration>) -> Result<Acquired, Error> {
+    fn attempt(
+        &mut self,
+        deadline: MonoTime,
+        waits_for: Option<Duration>,
+        patience: Patience,
+    ) -> Result<Acquired, Error> {
         self.refresh_identity()?;
         if self.held.is_some() {
             return Err(Error::AlreadyHeld);
         }
         let nonce = Nonce::random()?;
         let ttl = self.spec.options.ttl;
-        let record =
-            self.run_waiting(deadline, waits_for, |strategy, cx| strategy.core().try_acquire(cx, nonce, ttl))?;
+        let record = self.run_waiting(deadline, waits_for, |strategy, cx| {
+            match (patience, strategy.abilities().as_timed_acquire()) {
+                (Patience::UntilDeadline, Some(timed)) => timed.acquire_until(cx, nonce, ttl),
+                _ => strategy.core().try_acquire(cx, nonce, ttl),
+            }
+        })?;
         self.held = Some(record);
         Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall) })
     }
@@ -203,10 +212,16 @@ impl Lock {
 
     /// Waits up to `budget` (`None`: as long as it takes) for the lock.
     /// Every wait inside, for the lock's guard included, ends by the budget.
-    /// Between attempts it waits on the strategy's own wake source, if its
-    /// scheme has one ([`Ability::OwnWake`]), and otherwise sleeps out a
-    /// jittered backoff ([`Sleep`]).
+    /// A scheme that waits inside one call ([`Ability::TimedAcquire`])
+    /// waits there, in slices of at most [`ATTEMPT_PATIENCE`]. Otherwise,
+    /// between attempts, it waits on the strategy's own wake source, if its
+    /// scheme has one ([`Ability::OwnWake`]), or sleeps out a jittered
+    /// backoff ([`Sleep`]).
     pub fn acquire(&mut self, budget: Option<Duration>) -> Result<Acquired, Error> {
+        if self.spec.scheme.supports(Ability::TimedAcquire) {
+            // Each attempt waited for the lock itself: try again at once.
+            return self.acquire_with(budget, &mut AttemptsWait, None);
+        }
         if self.spec.scheme.supports(Ability::OwnWake) {
             let this = RefCell::new(self);
             let mut wake = OwnWakeOf(&this);
@@ -256,7 +271,7 @@ impl Lock {
             let cap = now.saturating_add(ATTEMPT_PATIENCE);
             let waits_for = deadline.map(|deadline| deadline.remaining_from(now));
             let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
-            lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for)
+            lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for, Patience::UntilDeadline)
         });
         if result.is_err() {
             let now = MonoTime::now();
@@ -429,6 +444,26 @@ impl Drop for Lock {
         if !self.adopted && self.held_here().is_ok() {
             let _ = self.release(Duration::ZERO);
         }
+    }
+}
+
+/// How long one attempt may wait for the lock itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Patience {
+    /// Not at all: `try_acquire`.
+    Once,
+    /// Until the attempt's deadline, if the strategy can
+    /// ([`Ability::TimedAcquire`]); otherwise not at all.
+    UntilDeadline,
+}
+
+/// The wake source for a strategy whose attempts wait for the lock
+/// themselves: the next attempt follows at once.
+struct AttemptsWait;
+
+impl WakeSource for AttemptsWait {
+    fn wait(&mut self, _: Duration) -> Wake {
+        Wake::Woken
     }
 }
 

@@ -81,10 +81,10 @@ macro_rules! schemes {
 
             /// Whether its specs take the option `key`.
             pub(crate) fn accepts(self, key: Key) -> bool {
-                let own: &[&str] = match self {
-                    $($(#[cfg($cfg)])? Scheme::$variant => &[$(stringify!($key)),*],)*
+                let own: &[Key] = match self {
+                    $($(#[cfg($cfg)])? Scheme::$variant => &[$(key_named!($key)),*],)*
                 };
-                key.is_common() || own.contains(&key.name())
+                key.is_common() || own.contains(&key)
             }
 
             /// The refusal of a key its specs do not take, with those they do.
@@ -140,6 +140,23 @@ macro_rules! schemes {
         $($(#[cfg($cfg)])? impl Abilities for $strategy {
             $(ability_accessor!($ability);)*
         })*
+    };
+}
+
+/// The option a registry entry names, by its name in a spec: a name that
+/// is no option does not compile.
+macro_rules! key_named {
+    (format) => {
+        Key::Format
+    };
+    (ext) => {
+        Key::Ext
+    };
+    (nfs) => {
+        Key::Nfs
+    };
+    (signal) => {
+        Key::Signal
     };
 }
 

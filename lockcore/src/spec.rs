@@ -240,22 +240,6 @@ impl Key {
         })
     }
 
-    /// Its name in a spec (for `ttl`, not its alias `hold`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Key::Ttl => "ttl",
-            Key::Stale => "stale",
-            Key::Nfs => "nfs",
-            Key::Mode => "mode",
-            Key::Format => "format",
-            Key::Ext => "ext",
-            Key::Warn => "warn",
-            Key::Wmin => "wmin",
-            Key::Wafter => "wafter",
-            Key::Signal => "signal",
-        }
-    }
-
     /// Whether every scheme takes it (the registry lists the others).
     pub(crate) fn is_common(self) -> bool {
         matches!(self, Key::Ttl | Key::Stale | Key::Mode | Key::Warn | Key::Wmin | Key::Wafter)

@@ -687,6 +687,14 @@ pub fn inotify_add_watch(inotify: &Fd, path: &CPath, mask: u32) -> SysResult<i32
     retry(|| cvt(unsafe { libc::inotify_add_watch(inotify.0, path.as_cstr().as_ptr(), mask) }))
 }
 
+/// `inotify_rm_watch(2)`: ends the watch `wd`; the kernel queues its
+/// `IN_IGNORED`.
+pub fn inotify_rm_watch(inotify: &Fd, wd: i32) -> SysResult<()> {
+    // SAFETY: a plain call on a descriptor we own and a watch number; a
+    // number that is no watch of it fails with EINVAL.
+    cvt(unsafe { libc::inotify_rm_watch(inotify.0, wd) }).map(|_| ())
+}
+
 /// One event of an inotify instance, as [`read_inotify_events`] gives it.
 #[derive(Clone, Copy, Debug)]
 pub struct InotifyEvent<'a> {

@@ -173,7 +173,9 @@ impl Inotify {
     fn add_watch(&self) -> Result<i32, Errno> {
         // Only a directory; and no events of files already unlinked (a
         // helper file still open, a lock removed while a reader had it).
-        let mask = RELEASES | libc::IN_ONLYDIR | libc::IN_EXCL_UNLINK;
+        // The directory itself moved or removed: the path names another
+        // one now, or none, and the watch must follow the path.
+        let mask = RELEASES | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF | libc::IN_ONLYDIR | libc::IN_EXCL_UNLINK;
         sys::inotify_add_watch(&self.inotify, &self.dir, mask)
     }
 
@@ -181,10 +183,11 @@ impl Inotify {
     /// Notes a watch the kernel dropped (its directory is gone).
     fn read_events(&mut self) -> Result<bool, Errno> {
         let (watch, name) = (self.watch, &self.name[..self.name_len]);
-        let (mut woken, mut dropped) = (false, false);
+        let (mut woken, mut dropped, mut moved) = (false, false, false);
         sys::read_inotify_events(&self.inotify, |event| {
             let ours = Some(event.wd) == watch;
-            let gone = ours && event.mask & libc::IN_IGNORED != 0;
+            moved |= ours && event.mask & libc::IN_MOVE_SELF != 0;
+            let gone = ours && event.mask & (libc::IN_IGNORED | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF) != 0;
             dropped |= gone;
             // Events lost to an overflow may have held the release; a lock
             // whose directory is gone is to be looked at again too.
@@ -192,6 +195,11 @@ impl Inotify {
                 || gone
                 || (ours && event.mask & RELEASES != 0 && event.name == name);
         })?;
+        if let (true, Some(old)) = (moved, self.watch) {
+            // A moved directory keeps its watch: end it, or its events
+            // (for names no longer ours) would go on costing reads.
+            let _ = sys::inotify_rm_watch(&self.inotify, old);
+        }
         if dropped {
             self.watch = None;
         }
@@ -714,6 +722,32 @@ mod tests {
         std::fs::remove_file(dir.join("lock")).unwrap();
         assert_eq!(wake.wait(Duration::from_secs(60)), Wake::Woken, "watched again");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A directory renamed away keeps its inode, and a watch on it would
+    /// follow it: the waiter wakes, and watches the path, which now names
+    /// a new directory, not the moved one.
+    #[test]
+    fn inotify_follows_the_path_when_the_directory_is_moved() {
+        let (dir, lock) = lock_in_test_dir("moved");
+        let aside = dir.with_file_name(std::format!("{}-aside", dir.file_name().unwrap().to_str().unwrap()));
+        let _ = std::fs::remove_dir_all(&aside);
+        let mut wake = Inotify::new(&lock).unwrap();
+        wake.arm().unwrap();
+        std::fs::rename(&dir, &aside).unwrap();
+        assert_eq!(wake.wait(Duration::from_secs(60)), Wake::Woken, "the directory moved away");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("lock"), "held").unwrap();
+        wake.arm().unwrap();
+        // The moved directory is watched no more ...
+        std::fs::write(aside.join("lock"), "held").unwrap();
+        std::fs::remove_file(aside.join("lock")).unwrap();
+        assert_eq!(wake.wait(Duration::from_millis(5)), Wake::TimedOut, "the old directory still watched");
+        // ... and the one at the path is.
+        std::fs::remove_file(dir.join("lock")).unwrap();
+        assert_eq!(wake.wait(Duration::from_secs(60)), Wake::Woken, "the new directory not watched");
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&aside).unwrap();
     }
 
     #[test]

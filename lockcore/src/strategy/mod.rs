@@ -298,7 +298,8 @@ pub trait OwnWake {
 /// that queues the request), until `cx.deadline`.
 pub trait TimedAcquire {
     /// [`Strategy::try_acquire`] that waits for the lock itself until
-    /// `cx.deadline`, then answers [`Error::Busy`].
+    /// `cx.deadline`, then answers [`Error::Busy`]. The handle calls it
+    /// again at once: an answer of busy before the deadline makes it spin.
     fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error>;
 }
 
