@@ -25,7 +25,7 @@
 #include "lockcore_schemes.h"
 #include "lockffi.h"
 
-#define DEMO_SCHEME(name, target, lock, guard, breaks_stale_locks) name,
+#define DEMO_SCHEME(name, target, lock, guard, breaks_stale_locks, keeps_a_queue) name,
 static const char *const SCHEMES[] = {LOCKCORE_SCHEMES(DEMO_SCHEME)};
 #undef DEMO_SCHEME
 #define SCHEME_COUNT (sizeof SCHEMES / sizeof SCHEMES[0])

@@ -394,6 +394,7 @@ struct strategy {
     const char *lock_name;  /* the path that is the lock (lock_path) */
     const char *guard_name; /* the guard <lock>.guard, or NULL: the lock file keeps that state itself */
     bool ttl_is_advisory;   /* !Scheme::breaks_stale_locks (flock): a live holder's lock is never taken or broken */
+    bool keeps_a_queue;     /* Ability::Queue (toplock): lock_info.queue_length counts the waiters and the holder */
     /* observed by harness_probe_schemes() */
     char lock_kind;       /* what is at lock_name while held: 'f' file, 'd' directory, 'l' symlink */
     bool lock_file_stays; /* the lock path remains after release */
@@ -401,8 +402,8 @@ struct strategy {
 
 #include "lockcore_schemes.h"
 
-#define HARNESS_SCHEME(name, target, lock, guard, breaks_stale_locks)                                                  \
-    {name, target, lock, guard, !(breaks_stale_locks), 0, false},
+#define HARNESS_SCHEME(name, target, lock, guard, breaks_stale_locks, keeps_a_queue)                                   \
+    {name, target, lock, guard, !(breaks_stale_locks), keeps_a_queue, 0, false},
 HARNESS_UNUSED static struct strategy STRATEGIES[] = {LOCKCORE_SCHEMES(HARNESS_SCHEME)};
 #undef HARNESS_SCHEME
 #define STRATEGY_COUNT (sizeof STRATEGIES / sizeof STRATEGIES[0])
