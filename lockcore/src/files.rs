@@ -156,6 +156,52 @@ pub fn remove_judged(
     }
 }
 
+/// [`remove_judged`] of a file or a link, removed by `unlink`.
+pub fn unlink_judged(path: &CPath, judged: &FileStat) -> Result<bool, Error> {
+    remove_judged(path, judged, |aside| ignore_missing(sys::unlink(aside), FileRole::Helper, aside))
+}
+
+/// Reads the lock file at `path` into `buf`, for a caller that judges what
+/// it holds: `None` if nothing is there; the file's status and the length
+/// read (up to `buf`'s length: a longer file fills it). Links are not
+/// followed; what is no regular file is
+/// [`Problem::NotALock`](crate::error::Problem::NotALock); a file someone
+/// outside `sharing` could have written is refused.
+pub fn read_lock_file(path: &CPath, sharing: Sharing, buf: &mut [u8]) -> Result<Option<(FileStat, usize)>, Error> {
+    let fd = match sys::open(path, READ_RECORD_FLAGS, 0) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(FileError::from_errno(FileRole::Lock, path, e)),
+    };
+    let stat = sys::fstat(&fd).map_err(|e| FileError::io(FileRole::Lock, e))?;
+    if !stat.is_file() {
+        return Err(Error::not_a_lock(FileRole::Lock));
+    }
+    sharing.check(FileRole::Lock, &stat)?;
+    let n = sys::read_full(&fd, buf).map_err(|e| FileError::io(FileRole::Lock, e))?;
+    Ok(Some((stat, n)))
+}
+
+/// Makes the lock file `lock` holding `content`, complete and with `mode`,
+/// under a helper name, and links it into place: `Ok(false)` if something
+/// is there already (`link(2)` never replaces, a planted symlink included).
+pub fn link_lock_file(lock: &CPath, mode: u32, content: &[u8]) -> Result<bool, Error> {
+    let helper = create_helper_file(lock, mode, content)?;
+    let linked = match sys::link(&helper, lock) {
+        Ok(()) => Ok(true),
+        // Over NFS the reply to a link that succeeded can be lost and the
+        // retransmission answer EEXIST; whether the lock path now names
+        // our helper's inode tells the truth either way.
+        Err(e) => match (sys::lstat(&helper), sys::lstat(lock)) {
+            (Ok(ours), Ok(there)) if ours.same_file(&there) => Ok(true),
+            _ if e == Errno::EEXIST => Ok(false),
+            _ => Err(FileError::from_errno(FileRole::Lock, lock, e)),
+        },
+    };
+    let _ = sys::unlink(&helper);
+    linked
+}
+
 /// Puts the finished helper `replacement` at `path` in place of the file
 /// `judged` there, only if it is still that file: the two swap names in one
 /// step (`RENAME_EXCHANGE`); if what came out is not the judged file (a peer

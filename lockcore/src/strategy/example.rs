@@ -13,14 +13,14 @@
 //! [`Guarded`]: crate::strategy::guarded::Guarded
 
 use crate::clock::WallTime;
-use crate::error::{Error, FileError, FileRole};
-use crate::files::{self, create_helper_file, READ_RECORD_FLAGS};
+use crate::error::{Error, FileRole};
+use crate::files::{self, create_helper_file};
 use crate::record::{parse_lock_file, LockFileContent, Record, Stamp, Unrecognised, RECORD_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::guarded::Guarded;
 use crate::strategy::guarded::LockStore;
 use crate::strategy::{Context, Found, Holding, OwnWake};
-use crate::sys::{self, CPath, Errno};
+use crate::sys::CPath;
 use crate::wait::{Inotify, Sleep, WakeSource};
 
 /// The lock file of an `example` lock: the target itself.
@@ -58,18 +58,8 @@ impl LockStore for Example {
     }
 
     fn read(&self, cx: &Context<'_>) -> Result<Option<Found>, Error> {
-        let fd = match sys::open(&self.lock, READ_RECORD_FLAGS, 0) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Ok(None),
-            Err(e) => return Err(FileError::from_errno(FileRole::Lock, &self.lock, e)),
-        };
-        let stat = sys::fstat(&fd).map_err(|e| FileError::io(FileRole::Lock, e))?;
-        if !stat.is_file() {
-            return Err(Error::not_a_lock(FileRole::Lock));
-        }
-        cx.sharing.check(FileRole::Lock, &stat)?;
         let mut bytes = [0u8; RECORD_CAPACITY + 1];
-        let n = sys::read_full(&fd, &mut bytes).map_err(|e| FileError::io(FileRole::Lock, e))?;
+        let Some((stat, n)) = files::read_lock_file(&self.lock, cx.sharing, &mut bytes)? else { return Ok(None) };
         // No peer writes this format: anything but our record is no lock.
         let holding = match parse_lock_file(&bytes[..n]) {
             Ok(LockFileContent::Ours(record)) => Holding::Ours(record),
@@ -81,14 +71,8 @@ impl LockStore for Example {
 
     fn create(&self, cx: &Context<'_>, record: &Record) -> Result<Option<Record>, Error> {
         let content = record.encode_lock_file(Stamp::Pid);
-        let helper = create_helper_file(&self.lock, cx.sharing.record_mode(), content.as_bytes())?;
-        let linked = match sys::link(&helper, &self.lock) {
-            Ok(()) => Ok(true),
-            Err(Errno::EEXIST) => Ok(false),
-            Err(e) => Err(FileError::from_errno(FileRole::Lock, &self.lock, e)),
-        };
-        let _ = sys::unlink(&helper);
-        Ok(linked?.then_some(*record))
+        let linked = files::link_lock_file(&self.lock, cx.sharing.record_mode(), content.as_bytes())?;
+        Ok(linked.then_some(*record))
     }
 
     fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<bool, Error> {
@@ -98,9 +82,7 @@ impl LockStore for Example {
     }
 
     fn remove(&self, _cx: &Context<'_>, found: &Found) -> Result<bool, Error> {
-        files::remove_judged(&self.lock, &found.stat, |aside| {
-            files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
-        })
+        files::unlink_judged(&self.lock, &found.stat)
     }
 
     fn path(&self) -> &CPath {

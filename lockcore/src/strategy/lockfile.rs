@@ -18,13 +18,13 @@
 //! file) is never removed.
 
 use crate::clock::WallTime;
-use crate::error::{Error, FileError, FileRole};
-use crate::files::{self, create_helper_file, with_suffix, READ_RECORD_FLAGS};
+use crate::error::{Error, FileRole};
+use crate::files::{self, create_helper_file, with_suffix};
 use crate::record::{parse_lock_file, LockFileContent, Record, Stamp, Unrecognised, RECORD_CAPACITY};
 use crate::spec::{ShortText, Spec};
 use crate::strategy::guarded::LockStore;
 use crate::strategy::{Context, ForeignRule, Found, Holding};
-use crate::sys::{self, CPath, Errno};
+use crate::sys::{self, CPath};
 
 /// The lock file of a `lockfile` lock.
 #[derive(Debug)]
@@ -78,18 +78,8 @@ impl LockStore for LockFile {
     }
 
     fn read(&self, cx: &Context<'_>) -> Result<Option<Found>, Error> {
-        let fd = match sys::open(&self.lock, READ_RECORD_FLAGS, 0) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Ok(None),
-            Err(e) => return Err(FileError::from_errno(FileRole::Lock, &self.lock, e)),
-        };
-        let stat = sys::fstat(&fd).map_err(|e| FileError::io(FileRole::Lock, e))?;
-        if !stat.is_file() {
-            return Err(Error::not_a_lock(FileRole::Lock));
-        }
-        cx.sharing.check(FileRole::Lock, &stat)?;
         let mut bytes = [0u8; RECORD_CAPACITY + 1];
-        let n = sys::read_full(&fd, &mut bytes).map_err(|e| FileError::io(FileRole::Lock, e))?;
+        let Some((stat, n)) = files::read_lock_file(&self.lock, cx.sharing, &mut bytes)? else { return Ok(None) };
         let holding = match parse_lock_file(&bytes[..n]) {
             Ok(LockFileContent::Ours(record)) => Holding::Ours(record),
             Ok(LockFileContent::Stamp { pid, host }) => Holding::Foreign { pid, host, rule: ForeignRule::Stamp },
@@ -109,20 +99,8 @@ impl LockStore for LockFile {
 
     fn create(&self, cx: &Context<'_>, record: &Record) -> Result<Option<Record>, Error> {
         let content = record.encode_lock_file(self.stamp);
-        let helper = create_helper_file(&self.lock, cx.sharing.record_mode(), content.as_bytes())?;
-        let linked = match sys::link(&helper, &self.lock) {
-            Ok(()) => Ok(true),
-            // Over NFS the reply to a link that succeeded can be lost and the
-            // retransmission answer EEXIST; whether the lock path now names
-            // our helper's inode tells the truth either way.
-            Err(e) => match (sys::lstat(&helper), sys::lstat(&self.lock)) {
-                (Ok(ours), Ok(there)) if ours.same_file(&there) => Ok(true),
-                _ if e == Errno::EEXIST => Ok(false),
-                _ => Err(FileError::from_errno(FileRole::Lock, &self.lock, e)),
-            },
-        };
-        let _ = sys::unlink(&helper);
-        Ok(linked?.then_some(*record))
+        let linked = files::link_lock_file(&self.lock, cx.sharing.record_mode(), content.as_bytes())?;
+        Ok(linked.then_some(*record))
     }
 
     fn replace(&self, cx: &Context<'_>, found: &Found, record: &Record) -> Result<bool, Error> {
@@ -136,9 +114,7 @@ impl LockStore for LockFile {
         // Ours or a peer's, only the very file that was read goes: a peer
         // takes no guard, and rename(2) can put its lock in place of ours
         // between our read and our removal.
-        files::remove_judged(&self.lock, &found.stat, |aside| {
-            files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
-        })
+        files::unlink_judged(&self.lock, &found.stat)
     }
 
     fn path(&self) -> &CPath {

@@ -132,9 +132,7 @@ impl LockStore for Symlink {
         // Ours or a peer's, only the very file that was read goes: a peer
         // takes no guard, and rename(2) can put its lock in place of ours
         // between our read and our removal.
-        files::remove_judged(&self.lock, &found.stat, |aside| {
-            files::ignore_missing(sys::unlink(aside), FileRole::Helper, aside)
-        })
+        files::unlink_judged(&self.lock, &found.stat)
     }
 
     fn path(&self) -> &CPath {
