@@ -426,8 +426,8 @@ impl Lock {
         Ok(())
     }
 
-    /// Whether the strategy's own wake source has been made: for the test
-    /// that `acquire` waits on it.
+    /// The strategy itself, for the test that checks that `acquire` waited
+    /// on the strategy's own wake source.
     #[cfg(all(test, feature = "example-scheme"))]
     pub(crate) fn strategy_mut(&mut self) -> &mut AnyStrategy {
         &mut self.strategy
