@@ -292,10 +292,10 @@ impl Lock {
     /// for that long afterwards. The handle holds nothing afterwards, whatever
     /// the outcome; on an error it still holds.
     pub fn release(&mut self, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let held = self.held_here()?;
         if !cooldown.is_zero() {
             self.spec.scheme.require(Ability::Cooldown)?;
         }
+        let held = self.held_here()?;
         let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_cooldown() {
             Some(closing) => closing.release_closed(cx, &held, cooldown),
             None => strategy.core().release(cx, &held),
@@ -307,8 +307,8 @@ impl Lock {
     /// Moves the expiry to now + `ttl` (`None`: the spec's TTL; without one,
     /// the lock no longer expires).
     pub fn prolong(&mut self, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let mut held = self.held_here()?;
         self.spec.scheme.require(Ability::Prolong)?;
+        let mut held = self.held_here()?;
         let ttl = ttl.or(self.spec.options.ttl);
         let unsupported = self.unsupported(Ability::Prolong);
         let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_prolong() {
@@ -326,8 +326,8 @@ impl Lock {
     /// its TTL, at a moment when no other process can take it over. On
     /// `Lost` the handle holds nothing afterwards.
     pub fn run_while_held(&mut self, action: &mut dyn FnMut() -> Result<(), Error>) -> Result<CommitOutcome, Error> {
-        let held = self.held_here()?;
         self.spec.scheme.require(Ability::Commit)?;
+        let held = self.held_here()?;
         let unsupported = self.unsupported(Ability::Commit);
         let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_commit() {
             Some(committing) => committing.run_while_held(cx, &held, action),
@@ -346,8 +346,8 @@ impl Lock {
     /// target that is the lock itself or its guard is
     /// [`Error::CommitOntoLock`] (renaming over either would destroy the lock).
     pub fn commit_file(&mut self, temp: &CPath, target: &CPath) -> Result<CommitOutcome, Error> {
-        self.held_here()?;
         let lock = self.path()?.clone();
+        self.held_here()?;
         let guard = self.guard_path().cloned();
         self.run_while_held(&mut || {
             // Judged by inode, not by name (a relative path, a link to a

@@ -261,12 +261,60 @@ schemes! {
     /// The template for a new strategy; built only with the
     /// `example-scheme` feature, to prove that an entry here is all the
     /// test suites and the benchmarks need.
+    /// A lock on a server that keeps no file of this host, for the
+    /// handle's own unit tests; it reaches no server.
+    #[cfg(test)]
+    NoServer = "test-net" {
+        strategy: no_server::NoServer,
+        target: Url,
+        keys: [],
+        abilities: [],
+    }
     #[cfg(feature = "example-scheme")]
     Example = "example" {
         strategy: Guarded<Example>,
         target: Path,
         keys: [],
         abilities: [Prolong, Cooldown, Break, Commit, Files, OwnWake],
+    }
+}
+
+/// The strategy of the `test-net` scheme: what the handle does with a lock
+/// that names a server and keeps no file, without a server.
+#[cfg(test)]
+mod no_server {
+    use core::time::Duration;
+
+    use crate::error::{Contention, Error};
+    use crate::owner::Nonce;
+    use crate::record::Record;
+    use crate::spec::{Spec, Target};
+    use crate::strategy::{Context, Inspection, ReleaseOutcome, Strategy};
+    use crate::trust::Sharing;
+
+    /// Always busy: no server answers.
+    #[derive(Debug)]
+    pub struct NoServer;
+
+    impl Strategy for NoServer {
+        fn open(spec: &Spec, _: Sharing) -> Result<NoServer, Error> {
+            match spec.target() {
+                Target::Url(_) => Ok(NoServer),
+                Target::Path(_) => Err(Error::NotHeld),
+            }
+        }
+
+        fn try_acquire(&mut self, _: &Context<'_>, _: Nonce, _: Option<Duration>) -> Result<Record, Error> {
+            Err(Error::Busy(Contention::Raced))
+        }
+
+        fn release(&mut self, _: &Context<'_>, _: &Record) -> Result<ReleaseOutcome, Error> {
+            Err(Error::NotHeld)
+        }
+
+        fn inspect(&mut self, _: &Context<'_>) -> Result<Inspection, Error> {
+            Ok(Inspection { holder: None, last_fence: 0, cooldown_until: None, queue_length: None })
+        }
     }
 }
 
@@ -411,7 +459,8 @@ mod tests {
         assert_eq!(lock.break_lock(), Err(refused));
         assert!(!Scheme::Flock.breaks_stale_locks());
         for &scheme in Scheme::ALL {
-            assert_eq!(scheme.require(Ability::Files), Ok(()), "{scheme:?} keeps files");
+            let keeps_files = scheme.target_kind() == TargetKind::Path;
+            assert_eq!(scheme.supports(Ability::Files), keeps_files, "{scheme:?}");
             assert_eq!(scheme.breaks_stale_locks(), scheme.supports(Ability::Break));
         }
     }
@@ -434,5 +483,41 @@ mod tests {
             write!(expected, "{}{}", if i == 0 { " " } else { ", " }, scheme.name()).unwrap();
         }
         assert_eq!(text.as_bytes(), expected.as_bytes());
+    }
+
+    /// A lock that keeps no file (a network lock) has no path, cannot
+    /// commit or be broken, and says so before anything is tried; its
+    /// messages name the server and the key, never the password.
+    #[test]
+    fn a_lock_without_files_answers_for_what_it_lacks() {
+        use core::fmt::Write;
+        let mut lock = Lock::open("test-net://cron:hunter2@cache.internal:6379/2/report").unwrap();
+        let no_files = Error::Unsupported(Unsupported::Ability { scheme: Scheme::NoServer, ability: Ability::Files });
+        assert_eq!(lock.path().err(), Some(no_files));
+        assert_eq!(lock.guard_path(), None);
+        let refused = lock.break_lock().unwrap_err();
+        assert_eq!(
+            refused,
+            Error::Unsupported(Unsupported::Ability { scheme: Scheme::NoServer, ability: Ability::Break })
+        );
+        let mut text = crate::text::FixedText::<512>::default();
+        write!(text, "{}", lock.describe(&refused)).unwrap();
+        let shown = core::str::from_utf8(text.as_bytes()).unwrap();
+        assert_eq!(
+            shown,
+            "test-net://cache.internal:6379/2/report: a test-net lock cannot be broken: it ends only with its holder"
+        );
+        let temp = crate::sys::CPath::from_parts(&[b"/tmp/x.new"]).unwrap();
+        let target = crate::sys::CPath::from_parts(&[b"/tmp/x"]).unwrap();
+        // Refused for what the scheme lacks, before the handle is asked
+        // whether it holds anything.
+        assert_eq!(lock.commit_file(&temp, &target), Err(no_files));
+        let no_prolong = Unsupported::Ability { scheme: Scheme::NoServer, ability: Ability::Prolong };
+        assert_eq!(lock.prolong(None), Err(Error::Unsupported(no_prolong)));
+        let no_cooldown = Unsupported::Ability { scheme: Scheme::NoServer, ability: Ability::Cooldown };
+        assert_eq!(lock.release(core::time::Duration::from_secs(1)), Err(Error::Unsupported(no_cooldown)));
+        assert_eq!(lock.release(core::time::Duration::ZERO), Err(Error::NotHeld));
+        assert_eq!(lock.try_acquire().map(|_| ()), Err(Error::Busy(crate::error::Contention::Raced)));
+        assert!(matches!(crate::Spec::parse(b"test-net:/a/path").unwrap_err().kind, SpecErrorKind::BadUrl));
     }
 }
