@@ -426,10 +426,10 @@ impl Lock {
         Ok(())
     }
 
-    /// The strategy itself, for the test that checks that `acquire` waited
-    /// on the strategy's own wake source.
-    #[cfg(all(test, feature = "example-scheme"))]
-    pub(crate) fn strategy_mut(&mut self) -> &mut AnyStrategy {
+    /// The strategy itself, for the tests of how `acquire` uses a
+    /// strategy's abilities.
+    #[cfg(test)]
+    pub(crate) fn strategy_for_tests(&mut self) -> &mut AnyStrategy {
         &mut self.strategy
     }
 

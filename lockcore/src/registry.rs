@@ -258,18 +258,19 @@ schemes! {
         keys: [],
         abilities: [Prolong, Cooldown, Break, Queue, Commit, Files],
     }
-    /// The template for a new strategy; built only with the
-    /// `example-scheme` feature, to prove that an entry here is all the
-    /// test suites and the benchmarks need.
-    /// A lock on a server that keeps no file of this host, for the
-    /// handle's own unit tests; it reaches no server.
+    /// A lock on a server that keeps no file of this host and waits for
+    /// it inside one call, for the handle's own unit tests; it reaches no
+    /// server.
     #[cfg(test)]
     NoServer = "test-net" {
         strategy: no_server::NoServer,
         target: Url,
         keys: [],
-        abilities: [],
+        abilities: [TimedAcquire],
     }
+    /// The template for a new strategy; built only with the
+    /// `example-scheme` feature, to prove that an entry here is all the
+    /// test suites and the benchmarks need.
     #[cfg(feature = "example-scheme")]
     Example = "example" {
         strategy: Guarded<Example>,
@@ -292,19 +293,33 @@ mod no_server {
     use crate::strategy::{Context, Inspection, ReleaseOutcome, Strategy};
     use crate::trust::Sharing;
 
-    /// Always busy: no server answers.
+    /// Always busy: no server answers. Counts how it was asked.
     #[derive(Debug)]
-    pub struct NoServer;
+    pub struct NoServer {
+        /// Calls of `try_acquire`.
+        pub tries: u32,
+        /// Calls of `acquire_until`, each of which waited out its deadline.
+        pub waits: u32,
+    }
+
+    impl crate::strategy::TimedAcquire for NoServer {
+        fn acquire_until(&mut self, cx: &Context<'_>, _: Nonce, _: Option<Duration>) -> Result<Record, Error> {
+            self.waits += 1;
+            crate::sys::sleep(cx.deadline.remaining_from(crate::clock::MonoTime::now()));
+            Err(Error::Busy(Contention::Raced))
+        }
+    }
 
     impl Strategy for NoServer {
         fn open(spec: &Spec, _: Sharing) -> Result<NoServer, Error> {
             match spec.target() {
-                Target::Url(_) => Ok(NoServer),
+                Target::Url(_) => Ok(NoServer { tries: 0, waits: 0 }),
                 Target::Path(_) => Err(Error::NotHeld),
             }
         }
 
         fn try_acquire(&mut self, _: &Context<'_>, _: Nonce, _: Option<Duration>) -> Result<Record, Error> {
+            self.tries += 1;
             Err(Error::Busy(Contention::Raced))
         }
 
@@ -519,5 +534,29 @@ mod tests {
         assert_eq!(lock.release(core::time::Duration::ZERO), Err(Error::NotHeld));
         assert_eq!(lock.try_acquire().map(|_| ()), Err(Error::Busy(crate::error::Contention::Raced)));
         assert!(matches!(crate::Spec::parse(b"test-net:/a/path").unwrap_err().kind, SpecErrorKind::BadUrl));
+    }
+
+    /// A scheme that waits inside one call is waited on there: `acquire`
+    /// calls its timed acquire, in slices of at most `ATTEMPT_PATIENCE`,
+    /// until the budget is spent, and never its `try_acquire`;
+    /// `try_acquire` never waits.
+    #[test]
+    fn a_strategy_that_waits_inside_one_call_is_waited_on_there() {
+        use crate::registry::AnyStrategy;
+        use core::time::Duration;
+        let mut lock = Lock::open("test-net://h/k").unwrap();
+        let budget = Duration::from_millis(600);
+        let started = crate::clock::MonoTime::now();
+        let waited = lock.acquire(Some(budget));
+        assert!(matches!(waited, Err(Error::Timeout(_))), "{waited:?}");
+        assert!(crate::clock::MonoTime::now().since(started) >= budget);
+        let AnyStrategy::NoServer(strategy) = lock.strategy_for_tests() else { panic!("not test-net") };
+        let (tries, waits) = (strategy.tries, strategy.waits);
+        assert_eq!(tries, 0, "acquire polled try_acquire");
+        // 600 ms in slices of 250 ms at most: three slices at least.
+        assert!(waits >= 3, "{waits} timed attempts");
+        assert!(lock.try_acquire().is_err());
+        let AnyStrategy::NoServer(strategy) = lock.strategy_for_tests() else { panic!("not test-net") };
+        assert_eq!((strategy.tries, strategy.waits), (1, waits), "try_acquire made one untimed attempt");
     }
 }

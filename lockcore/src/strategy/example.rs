@@ -108,7 +108,7 @@ mod tests {
         let waiter = std::thread::spawn(move || {
             let mut lock = Lock::open(&spec).unwrap();
             let got = lock.acquire(Some(Duration::from_secs(20))).map(|_| ());
-            let AnyStrategy::Example(strategy) = lock.strategy_mut() else { panic!("not an example lock") };
+            let AnyStrategy::Example(strategy) = lock.strategy_for_tests() else { panic!("not an example lock") };
             (got, matches!(strategy.store_mut().wake, Some(Waking::Inotify(_))))
         });
         // The waiter's watch exists once it has found the lock busy and
