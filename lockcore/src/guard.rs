@@ -44,7 +44,7 @@ use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
 use crate::files::{self, with_suffix};
 use crate::owner::BootId;
 use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
-use crate::sys::{self, CPath, Fd, FileStat, OfdLock};
+use crate::sys::{self, CPath, Fd, OfdLock};
 use crate::text::{parse_u64, FixedText, Words};
 use crate::trust::Sharing;
 use crate::wait::{self, Backoff, Sleep, WakeSource};
@@ -270,14 +270,6 @@ impl GuardFile {
                 self.open = None;
                 Err(Error::Busy(Contention::GuardHeld))
             }
-        }
-    }
-
-    /// The file's status, for a caller that holds its lock.
-    pub fn stat(&self) -> Result<FileStat, Error> {
-        match self.open.as_ref() {
-            Some((fd, _)) => sys::fstat(fd).map_err(|e| FileError::io(self.role, e)),
-            None => Err(Error::not_a_lock(self.role)),
         }
     }
 }

@@ -83,9 +83,6 @@ pub mod endpoint;
 pub mod error;
 mod fence;
 mod files;
-// `GuardFile::stat` has no caller, which the compiler sees now that the
-// module is private; it goes with the rewrite of guard.rs.
-#[expect(dead_code, reason = "GuardFile::stat has no caller")]
 mod guard;
 mod lock;
 mod owner;
