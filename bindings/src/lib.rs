@@ -1,0 +1,41 @@
+//! What the bindings' test runners share: the freshly built C library, and
+//! the rule for skipping a language whose runtime is missing.
+//!
+//! Every binding loads the library named by the environment variable
+//! `LOCKFFI_LIBRARY` when it is set, and otherwise `liblockffi.so.0`, the
+//! SONAME `make install` puts on the loader's path. The tests set
+//! `LOCKFFI_LIBRARY` to the library of this test run.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[path = "../../c-tests/tests/library/mod.rs"]
+mod library;
+
+/// The environment variable every binding reads the library's path from.
+pub const LIBRARY_VARIABLE: &str = "LOCKFFI_LIBRARY";
+
+/// `liblockffi.so`, built for this test run's profile.
+pub fn shared_library() -> PathBuf {
+    library::directory().join("liblockffi.so")
+}
+
+/// Whether `program` runs with `args` and exits 0; when it does not, prints
+/// why the caller's test is skipped, naming `what` the runtime is for.
+pub fn runtime_present(program: &str, args: &[&str], what: &str) -> bool {
+    match Command::new(program).args(args).output() {
+        Ok(output) if output.status.success() => true,
+        Ok(output) => {
+            println!(
+                "skipped: {what}: `{program} {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+            false
+        }
+        Err(error) => {
+            println!("skipped: {what}: cannot run {program}: {error}");
+            false
+        }
+    }
+}
