@@ -22,20 +22,17 @@ pub fn shared_library() -> PathBuf {
 
 /// Whether `program` runs with `args` and exits 0; when it does not, prints
 /// why the caller's test is skipped, naming `what` the runtime is for.
+/// Under CI (the variable `CI` set, as `.ci/run` does), which installs every
+/// runtime, a missing one fails the test instead.
 pub fn runtime_present(program: &str, args: &[&str], what: &str) -> bool {
-    match Command::new(program).args(args).output() {
-        Ok(output) if output.status.success() => true,
+    let why = match Command::new(program).args(args).output() {
+        Ok(output) if output.status.success() => return true,
         Ok(output) => {
-            println!(
-                "skipped: {what}: `{program} {}` failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-            false
+            format!("`{program} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim())
         }
-        Err(error) => {
-            println!("skipped: {what}: cannot run {program}: {error}");
-            false
-        }
-    }
+        Err(error) => format!("cannot run {program}: {error}"),
+    };
+    assert!(std::env::var_os("CI").is_none(), "CI must install what {what} needs: {why}");
+    println!("skipped: {what}: {why}");
+    false
 }
