@@ -8,8 +8,8 @@ use FFI;
 use FFI\CData;
 
 /**
- * Locks named by keys, all of one scheme and place: getLock('cron-report')
- * takes the lock `<template with {key} = cron-report>`.
+ * Locks named by keys, all of one scheme and one place: the object's
+ * template, a spec with {key} in it, names the lock of every key.
  *
  *     $locks = Locks::inDirectory('lease', '/run/lock/myapp');
  *     $fence = $locks->getLock('cron-report', 0, 3600);   // or LockTimeoutException
@@ -19,15 +19,16 @@ use FFI\CData;
  * Times are seconds (floats, as microtime(true)); the library counts in
  * milliseconds, and every time is rounded up to the next one.
  *
- * The object releases every lock it still holds when it is destroyed. That
- * is what releases a forgotten lock under php-fpm, mod_php or any other
- * persistent worker: the library's own release at process exit never comes,
- * because the worker does not exit between requests.
+ * The object releases every lock it still holds when it is destroyed, and
+ * at the end of the request after a fatal error, when PHP calls no
+ * destructor. That is what releases a forgotten lock under php-fpm, mod_php
+ * or any other persistent worker: the library's own release at process exit
+ * never comes, because the worker does not exit between requests.
  *
- * One object per process (a Locks object is not to be shared across
- * pcntl_fork: in the child, the parent's locks stay the parent's and the
- * child's calls on them fail). Two objects exclude each other as two
- * processes do.
+ * Two objects exclude each other as two processes do. After pcntl_fork, a
+ * lock the parent held stays the parent's: the child's calls on it throw
+ * (code LOCK_ERR_FORKED), and the child's copy of the object leaves it alone
+ * when it is destroyed.
  */
 final class Locks
 {
@@ -78,6 +79,13 @@ final class Locks
             );
         }
         $this->ffi = Library::ffi();
+        // Shutdown functions run after a fatal error too (memory_limit,
+        // max_execution_time), destructors do not. The weak reference
+        // leaves the object's lifetime to its holders.
+        $self = \WeakReference::create($this);
+        register_shutdown_function(static function () use ($self): void {
+            $self->get()?->releaseAll('at the end of the request');
+        });
     }
 
     /**
@@ -291,20 +299,25 @@ final class Locks
     /** Releases every lock this object still holds; a failure is a warning. */
     public function __destruct()
     {
-        foreach ($this->held as $key => $handle) {
-            $result = $this->ffi->lock_close($handle);
-            if ($result !== $this->ffi->LOCK_OK) {
-                $failure = $this->failure("releasing '$key' as its Locks object is destroyed", $result);
-                trigger_error($failure->getMessage(), E_USER_WARNING);
-            }
-        }
-        $this->held = [];
-        $this->fences = [];
+        $this->releaseAll('as its Locks object is destroyed');
     }
 
     /** A copy would release the same locks a second time. */
     private function __clone()
     {
+    }
+
+    private function releaseAll(string $when): void
+    {
+        foreach ($this->held as $key => $handle) {
+            $result = $this->ffi->lock_close($handle);
+            if ($result !== $this->ffi->LOCK_OK) {
+                $failure = $this->failure("releasing '$key' $when", $result);
+                trigger_error($failure->getMessage(), E_USER_WARNING);
+            }
+        }
+        $this->held = [];
+        $this->fences = [];
     }
 
     /** The spec of the lock of `$key`, with a ttl of `$maxExecuteTime` seconds unless 0. */
@@ -392,15 +405,15 @@ final class Locks
         $info = $this->info($operation, $handle);
         $deadline = (int) floor(microtime(true) * 1000) + $waitMs;
         if ($info->cooldown_until_unix_ms > $deadline) {
-            return 'it stays closed by a cooldown until ' . self::time($info->cooldown_until_unix_ms);
+            return 'cooling down until ' . self::time($info->cooldown_until_unix_ms);
         }
         if ($info->held && !$info->stale && ($info->expires_unix_ms === 0 || $info->expires_unix_ms > $deadline)) {
             $host = FFI::string($info->owner_host);
             return sprintf(
-                'held by pid %d%s %s',
+                'held by pid %d%s, %s',
                 $info->owner_pid,
-                $host === '' ? '' : " on $host",
-                $info->expires_unix_ms === 0 ? 'with no expiry' : 'until ' . self::time($info->expires_unix_ms)
+                $host === '' ? '' : " on \"$host\"",
+                $info->expires_unix_ms === 0 ? 'never expiring' : 'expiring ' . self::time($info->expires_unix_ms)
             );
         }
         return null;

@@ -52,6 +52,7 @@ function test_timeout_names_the_holder_and_takes_nothing(string $dir): void
             $e = expect_exception(LockTimeoutException::class, fn () => $waiter->getLock('job', $wait, 30), "$scheme, wait $wait");
             check($e->getCode() === 4, "$scheme: code {$e->getCode()}, not LOCK_TIMEOUT");
             check(str_contains($e->getMessage(), "getLock('job')"), "$scheme: message without the call: {$e->getMessage()}");
+            check(str_contains($e->getMessage(), 'held by pid ' . getmypid()), "$scheme: message without the holder: {$e->getMessage()}");
             check(!$waiter->holds('job'), "$scheme: a timed-out getLock holds the lock");
         }
         $holder->releaseLock('job');
@@ -113,11 +114,14 @@ function test_cooldown_keeps_the_lock_closed(string $dir): void
         foreach ([$first, $second] as $locks) {
             expect_exception(LockTimeoutException::class, fn () => $locks->getLock('job', 0.1, 30), "$scheme: during the cooldown");
         }
-        expect_exception(
+        $asked = microtime(true);
+        $e = expect_exception(
             LockTimeoutException::class,
-            fn () => $second->getLock('job', 30, 30, Locks::POLICY_GIVE_UP_EARLY),
+            fn () => $second->getLock('job', 20, 30, Locks::POLICY_GIVE_UP_EARLY),
             "$scheme: a cooldown past the wait, POLICY_GIVE_UP_EARLY"
         );
+        check(microtime(true) - $asked < 20, "$scheme: waited the whole wait before giving up");
+        check(str_contains($e->getMessage(), 'cooling down until'), "$scheme: message without the cooldown: {$e->getMessage()}");
 
         $first->getLock('other', 0, 30);
         $first->releaseLock('other', 0.3);
@@ -156,7 +160,8 @@ function test_give_up_early_waits_only_for_a_holder_that_runs_out_in_time(string
                 "$scheme, held for $maxExecuteTime s"
             );
             check(microtime(true) - $asked < 20, "$scheme: waited the whole wait before giving up");
-            check(str_contains($e->getMessage(), 'pid ' . getmypid()), "$scheme: message without the holder: {$e->getMessage()}");
+            check(str_contains($e->getMessage(), 'held by pid ' . getmypid()), "$scheme: message without the holder: {$e->getMessage()}");
+            check(str_contains($e->getMessage(), 'POLICY_GIVE_UP_EARLY'), "$scheme: message without the policy: {$e->getMessage()}");
             $holder->releaseLock('job');
         }
         // A flock lock does not come free when its holder's time runs out.
@@ -179,6 +184,27 @@ function test_destruction_releases(string $dir): void
         $next->getLock('job', 0, 30);
         $next->getLock('other', 0, 30);
         check($next->holds('job') && $next->holds('other'), "$scheme: not taken after the holder was destroyed");
+    }
+}
+
+/**
+ * After a fatal error PHP calls no destructor; the lock must be released all
+ * the same before the request ends, since a persistent worker (php-fpm) goes
+ * on to its next request instead of exiting.
+ */
+function test_a_fatal_error_releases(string $dir): void
+{
+    foreach (SCHEMES as $scheme) {
+        mkdir("$dir/$scheme", 0700);
+        $script = 'require ' . var_export(realpath(__DIR__ . '/../autoload.php'), true) . ';'
+            . '$locks = Lockffi\\Locks::inDirectory($argv[1], $argv[2]);'
+            . '$probe = Lockffi\\Locks::inDirectory($argv[1], $argv[2]);'
+            . '$locks->getLock("job", 0, 30);'
+            . 'register_shutdown_function(function () use ($probe) { echo $probe->inspect("job")["held"] ? "held" : "free"; });'
+            . 'ini_set("memory_limit", "16M"); $waste = str_repeat("x", 64 << 20);';
+        [$status, $output] = run_php(['-r', $script, $scheme, "$dir/$scheme"]);
+        check($status === 255 && str_contains($output, 'Allowed memory size'), "$scheme: no fatal error: $status: $output");
+        check(str_ends_with($output, 'free'), "$scheme: the lock after the fatal error: $output");
     }
 }
 
@@ -246,6 +272,34 @@ function test_processes_contend_with_an_exact_count(string $dir): void
         foreach (array_slice($fences, 1) as $i => $fence) {
             check($fence > $fences[$i], "$scheme: fence $fence logged after {$fences[$i]}");
         }
+    }
+}
+
+function test_a_forked_child_leaves_the_parents_lock(string $dir): void
+{
+    if (!function_exists('pcntl_fork')) {
+        throw new TestSkipped('no pcntl extension');
+    }
+    foreach (SCHEMES as $scheme) {
+        [$parent, $other] = two_objects($scheme, "$dir/$scheme");
+        $fence = $parent->getLock('job', 0, 30);
+        $child = pcntl_fork();
+        check($child !== -1, 'pcntl_fork failed');
+        if ($child === 0) {
+            // The child's exit destroys its copy of $parent, which must leave the lock alone.
+            try {
+                $parent->releaseLock('job');
+            } catch (LockException $e) {
+                exit($e->getCode() === 103 ? 0 : 1);
+            }
+            exit(2);
+        }
+        check(pcntl_waitpid($child, $status) === $child, "$scheme: waitpid");
+        check(pcntl_wifexited($status) && pcntl_wexitstatus($status) === 0, "$scheme: the child's release did not answer LOCK_ERR_FORKED: status $status");
+        $state = $parent->inspect('job');
+        check($state['heldByThis'] && $state['fence'] === $fence, "$scheme: the parent's lock after the child exited: " . json_encode($state));
+        expect_exception(LockTimeoutException::class, fn () => $other->getLock('job', 0, 30), "$scheme: after the child exited");
+        $parent->releaseLock('job');
     }
 }
 
