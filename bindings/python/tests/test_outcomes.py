@@ -145,3 +145,13 @@ def test_the_watchdog_calls_on_lost_from_its_thread(scheme: str, tmp_path: Path)
         lock.release()
     assert operator.inspect().held_by_this_handle
     operator.release()
+
+
+def test_a_process_that_exits_renewing_releases_quietly(scheme: str, tmp_path: Path) -> None:
+    if scheme == "flock":
+        pytest.skip("flock has no watchdog (see test_autorenew_keeps_the_lock_from_another_process)")
+    spec = spec_for(scheme, tmp_path, ttl="30s")
+    holder = "import sys\nfrom lockffi import Lock\nlock = Lock(sys.argv[1])\nlock.acquire()\nlock.autorenew()\n"
+    exited = subprocess.run([sys.executable, "-c", holder, spec], capture_output=True, text=True, timeout=60)
+    assert (exited.returncode, exited.stderr) == (0, "")
+    assert Lock(spec).try_acquire() is not None
