@@ -72,7 +72,8 @@ fn report_until_stopped(stop: &(Mutex<bool>, Condvar), spec: Spec, label: &str) 
         // An inspection that fails (a guard held a moment) skips a line.
         if let Ok(inspection) = lock.inspect() {
             let waited = span(start.elapsed());
-            line.show(&format!("waiting {waited} for {label}: {}", obstacle(&inspection, WallTime::now())));
+            // The spec comes last: a terminal's line is cut at its width.
+            line.show(&format!("waiting {waited}; {}; lock {label}", obstacle(&inspection, WallTime::now())));
         }
         next = Instant::now() + every;
         done = stopped.lock().unwrap_or_else(|e| e.into_inner());

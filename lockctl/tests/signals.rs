@@ -97,3 +97,26 @@ fn a_signal_while_waiting_ends_the_wait_without_the_lock_or_a_queue_place() {
         assert_eq!(lockctl_run(&["run", "-n", &spec, "true"]).code(), 0);
     });
 }
+
+/// A lockctl killed outright no longer holds the lock for its command
+/// (the kernel lets go of a flock lock; the others are broken by the next
+/// acquirer, who finds lockctl dead): the command gets the lost signal.
+#[test]
+fn a_command_whose_lockctl_is_killed_gets_the_lost_signal() {
+    each_scheme("orphan", |scheme, dir| {
+        let spec = dir.spec(scheme, "");
+        let (got, ready) = (dir.join("got"), dir.join("ready"));
+        let mut child = lockctl()
+            .args(["run", "--lost-signal", "USR1", &spec, "--", "sh", "-c", TRAPPING, "sh"])
+            .args([got.as_os_str(), ready.as_os_str(), "USR1".as_ref()])
+            .spawn()
+            .unwrap();
+        wait_until("the command to run", || ready.exists());
+        send_signal(child.id(), libc::SIGKILL);
+        assert_eq!(wait_exit(&mut child).code(), None, "killed");
+        wait_until("the command to get the lost signal", || got.exists());
+        assert_eq!(std::fs::read_to_string(&got).unwrap(), "USR1\n");
+        // The next acquirer gets the lock of the dead lockctl at once.
+        assert_eq!(lockctl_run(&["run", "-n", &spec, "true"]).code(), 0);
+    });
+}
