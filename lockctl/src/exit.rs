@@ -152,6 +152,19 @@ fn user_name(uid: u32) -> Option<String> {
     name.to_str().ok().map(str::to_owned)
 }
 
+/// Writes `text` on stdout. A reader that has gone (`lockctl status | head
+/// -1`) is no failure; any other write error is.
+pub fn output(text: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure::new(IO, format!("cannot write to standard output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Prints `lockctl: <message>` on stderr.
 pub fn say(message: impl Display) {
     eprintln!("lockctl: {message}");

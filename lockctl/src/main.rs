@@ -46,7 +46,8 @@ Options of run (most as in flock(1)):
       --ttl DURATION          the lock's ttl (250ms, 30s, 10m, 1h, 2d; 0: none),
                               instead of the spec's ttl=
       --autorenew             renew the lock every third of its ttl while COMMAND runs
-      --lost-signal SIGNAL    sent to COMMAND if the lock is lost (default TERM)
+      --lost-signal SIGNAL    sent to COMMAND if the lock is lost or lockctl dies
+                              (default TERM)
       --cooldown DURATION     keep the lock closed this long after the release
 COMMAND finds this acquisition's fencing token in LOCK_FENCE and the spec in
 LOCK_SPEC. SIGTERM, SIGINT and SIGHUP sent to lockctl go on to COMMAND; the
@@ -105,11 +106,11 @@ fn dispatch(mut args: Vec<OsString>) -> Result<u8, Failure> {
         b"break" => status::break_lock(args),
         b"schemes" => schemes(args),
         b"-h" | b"--help" | b"help" => {
-            print!("{HELP}");
+            exit::output(HELP)?;
             Ok(exit::OK)
         }
         b"-V" | b"--version" => {
-            println!("lockctl {}", env!("CARGO_PKG_VERSION"));
+            exit::output(&format!("lockctl {}\n", env!("CARGO_PKG_VERSION")))?;
             Ok(exit::OK)
         }
         other => Err(Failure::usage(format!("unknown command '{}'", other.escape_ascii()))),
@@ -125,6 +126,7 @@ fn schemes(args: Vec<OsString>) -> Result<u8, Failure> {
             extra.to_string_lossy()
         )));
     }
+    let mut table = String::new();
     for &scheme in Scheme::ALL {
         let target = match scheme.target_kind() {
             TargetKind::Path => "path",
@@ -135,8 +137,9 @@ fn schemes(args: Vec<OsString>) -> Result<u8, Failure> {
             .filter(|&&ability| scheme.supports(ability))
             .map(|ability| format!("{ability:?}").to_lowercase())
             .collect();
-        println!("{:<9} {target:<5} {}", scheme.name(), abilities.join(" "));
+        table.push_str(&format!("{:<9} {target:<5} {}\n", scheme.name(), abilities.join(" ")));
     }
+    exit::output(&table)?;
     Ok(exit::OK)
 }
 

@@ -32,9 +32,10 @@ pub fn status(args: Vec<OsString>) -> Result<u8, Failure> {
     let spec_text = spec.to_string_lossy();
     let state = State::of(&inspection, now);
     if json {
-        println!("{}", as_json(&spec_text, lock.spec().scheme.name(), path.as_deref(), &inspection, now));
+        let json = as_json(&spec_text, lock.spec().scheme.name(), path.as_deref(), &inspection, now);
+        exit::output(&format!("{json}\n"))?;
     } else {
-        print!("{}", as_text(&spec_text, path.as_deref(), &inspection, now));
+        exit::output(&as_text(&spec_text, path.as_deref(), &inspection, now))?;
     }
     Ok(if state.available() { exit::OK } else { exit::CONFLICT })
 }
@@ -129,13 +130,12 @@ pub fn break_lock(args: Vec<OsString>) -> Result<u8, Failure> {
     let broken = lock.break_lock().map_err(|e| Failure::lock("break", &spec, Some(&lock), &e))?;
     if !quiet {
         let spec = spec.to_string_lossy();
-        match (broken, before) {
-            (true, Some(before)) => {
-                println!("broke '{spec}', {}", report::obstacle(&before, WallTime::now()))
-            }
-            (true, None) => println!("broke '{spec}'"),
-            (false, _) => println!("'{spec}' was not held: nothing to break"),
-        }
+        let said = match (broken, before) {
+            (true, Some(before)) => format!("broke '{spec}', {}\n", report::obstacle(&before, WallTime::now())),
+            (true, None) => format!("broke '{spec}'\n"),
+            (false, _) => format!("'{spec}' was not held: nothing to break\n"),
+        };
+        exit::output(&said)?;
     }
     Ok(exit::OK)
 }
