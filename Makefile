@@ -23,16 +23,27 @@ STRIP        ?= strip
 LDCONFIG     ?= ldconfig
 
 # Where cargo builds: CARGO_TARGET_DIR if given, else what cargo reports (a
-# .cargo/config.toml may have moved it).
+# .cargo/config.toml may move it), else cargo's default.
 ifeq ($(CARGO_TARGET_DIR),)
-CARGO_TARGET_DIR := $(shell $(CARGO) metadata --format-version 1 --no-deps 2>/dev/null | \
-                      sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+CARGO_TARGET_DIR := $(or $(shell $(CARGO) metadata --format-version 1 --no-deps 2>/dev/null | \
+                      sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p'),target)
 endif
 RELEASE := $(CARGO_TARGET_DIR)/release
 
+# What `make` leaves beside the libraries for `make install`: lockffi's
+# version, and the system libraries the static library needs as rustc lists
+# them for this toolchain and target.
+VERSION_FILE       := $(RELEASE)/liblockffi.version
+NATIVE_STATIC_LIBS := $(RELEASE)/liblockffi.native-static-libs
+BUILD_LOG          := $(RELEASE)/liblockffi.build-log
+
 # The version is Cargo's: `cargo pkgid` ends in "#0.1.0" (or "#lockffi@0.1.0").
-VERSION := $(shell $(CARGO) pkgid -p lockffi 2>/dev/null | sed 's/.*[#@]//')
-MAJOR   := $(firstword $(subst ., ,$(VERSION)))
+# Where cargo cannot run, as under `sudo make install` when root has no Rust
+# toolchain of its own, install and uninstall take the build `make` left and
+# the version it wrote down.
+CARGO_VERSION := $(shell $(CARGO) pkgid -p lockffi 2>/dev/null | sed 's/.*[#@]//')
+VERSION       := $(or $(CARGO_VERSION),$(shell cat '$(VERSION_FILE)' 2>/dev/null))
+MAJOR         := $(firstword $(subst ., ,$(VERSION)))
 # The shared library's file and its SONAME (set by lockffi/build.rs when
 # LOCKFFI_SONAME is in its environment).
 LIBRARY := liblockffi.so.$(VERSION)
@@ -43,22 +54,16 @@ MAN_PAGES := $(wildcard man/*.[1-9])
 # lockctl is built and installed when its package is in the tree.
 LOCKCTL   := $(wildcard lockctl/Cargo.toml)
 
-# The system libraries the static library needs, as rustc reports them for
-# this toolchain and target; written by `make`, read for lockffi.pc.
-NATIVE_STATIC_LIBS := $(RELEASE)/liblockffi.native-static-libs
-BUILD_LOG          := $(RELEASE)/liblockffi.build-log
-
-# Stops a target that needs cargo's answers when there are none.
-need_cargo = $(if $(and $(VERSION),$(CARGO_TARGET_DIR)),,$(error cannot ask cargo for lockffi's version \
-             and target directory ('$(CARGO) pkgid -p lockffi' failed); set CARGO=/path/to/cargo))
+cargo_failed = '$(CARGO) pkgid -p lockffi' failed: is cargo on PATH? (CARGO=/path/to/cargo)
+need_version = $(if $(VERSION),,$(error $(cargo_failed); nor has make left a build in $(RELEASE)))
 
 # A path below PREFIX as pkg-config writes it, relative to ${prefix}.
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
-.PHONY: all install uninstall help
+.PHONY: all install uninstall help previous-build
 
 all:
-	$(need_cargo)
+	$(if $(CARGO_VERSION),,$(error $(cargo_failed)))
 	mkdir -p '$(RELEASE)'
 	LOCKFFI_SONAME=1 $(CARGO) rustc $(CARGO_FLAGS) --release --target-dir '$(CARGO_TARGET_DIR)' -p lockffi --lib \
 	    -- --print native-static-libs 2> '$(BUILD_LOG)'; \
@@ -66,11 +71,16 @@ all:
 	sed -n 's/^note: native-static-libs: //p' '$(BUILD_LOG)' > '$(NATIVE_STATIC_LIBS)'
 	@test -s '$(NATIVE_STATIC_LIBS)' || \
 	    { echo "rustc did not list the native libraries of liblockffi.a (no 'native-static-libs' in $(BUILD_LOG))" >&2; exit 1; }
+	echo '$(VERSION)' > '$(VERSION_FILE)'
 ifneq ($(LOCKCTL),)
 	$(CARGO) build $(CARGO_FLAGS) --release --target-dir '$(CARGO_TARGET_DIR)' -p lockctl
 endif
 
-install: all
+previous-build:
+	$(need_version)
+	@echo 'cargo cannot run here: installing what make built in $(RELEASE)'
+
+install: $(if $(CARGO_VERSION),all,previous-build)
 	$(INSTALL) -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(PKGCONFIGDIR)'
 	$(INSTALL) -m 0755 '$(RELEASE)/liblockffi.so' '$(DESTDIR)$(LIBDIR)/$(LIBRARY)'
 	ln -sf '$(LIBRARY)' '$(DESTDIR)$(LIBDIR)/$(SONAME)'
@@ -83,8 +93,8 @@ install: all
 	    -e 's|@includedir@|$(call pc_path,$(INCLUDEDIR))|' \
 	    -e 's|@version@|$(VERSION)|' \
 	    -e "s|@libs_private@|$$(cat '$(NATIVE_STATIC_LIBS)')|" \
-	    lockffi/lockffi.pc.in > '$(RELEASE)/lockffi.pc'
-	$(INSTALL) -m 0644 '$(RELEASE)/lockffi.pc' '$(DESTDIR)$(PKGCONFIGDIR)/lockffi.pc'
+	    lockffi/lockffi.pc.in > '$(DESTDIR)$(PKGCONFIGDIR)/lockffi.pc'
+	chmod 0644 '$(DESTDIR)$(PKGCONFIGDIR)/lockffi.pc'
 ifneq ($(LOCKCTL),)
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -m 0755 '$(RELEASE)/lockctl' '$(DESTDIR)$(BINDIR)/lockctl'
@@ -98,7 +108,7 @@ endif
 	$(refresh_loader_cache)
 
 uninstall:
-	$(need_cargo)
+	$(need_version)
 	rm -f '$(DESTDIR)$(LIBDIR)/$(LIBRARY)' '$(DESTDIR)$(LIBDIR)/$(SONAME)' '$(DESTDIR)$(LIBDIR)/liblockffi.so' \
 	    '$(DESTDIR)$(LIBDIR)/liblockffi.a' '$(DESTDIR)$(PKGCONFIGDIR)/lockffi.pc' \
 	    $(foreach header,$(notdir $(HEADERS)),'$(DESTDIR)$(INCLUDEDIR)/$(header)')
@@ -120,7 +130,7 @@ help:
 	@echo
 	@echo 'Targets:'
 	@echo '  all        the default: build the release liblockffi.so and liblockffi.a, and lockctl if lockctl/ exists'
-	@echo '  install    build, then install:'
+	@echo '  install    build (or, where cargo cannot run, take what make built), then install:'
 	@echo '               LIBDIR: $(LIBRARY) (SONAME $(SONAME)), the links $(SONAME) and'
 	@echo '                 liblockffi.so, liblockffi.a (without debug info)'
 	@echo '               INCLUDEDIR: include/*.h    PKGCONFIGDIR: lockffi.pc    BINDIR: lockctl, if built'

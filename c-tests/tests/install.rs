@@ -4,7 +4,9 @@
 //! `lockctl` when they are in the tree; nothing else. The README's C example
 //! then builds against the installed prefix with nothing but pkg-config's
 //! flags, once shared and once static, and runs. `make install` honours
-//! DESTDIR, and `make uninstall` takes away exactly what install put there.
+//! DESTDIR, installs what `make` built where cargo cannot run (`sudo make
+//! install` as a root without a Rust toolchain), and `make uninstall` takes
+//! away exactly what install put there.
 //!
 //! One test, so that the release build `make` does happens once, in this
 //! run's target directory (where a release build from cargo lands too).
@@ -16,6 +18,9 @@ use std::process::{Command, Output};
 
 /// What the example prints once it holds the lock.
 const HOLDING: &str = "holding the lock, fence ";
+
+/// The cargo running this test, for make.
+const CARGO: &str = concat!("CARGO=", env!("CARGO"));
 
 #[test]
 fn make_install_gives_c_programs_a_library_that_pkg_config_finds() {
@@ -37,7 +42,7 @@ fn make_install_gives_c_programs_a_library_that_pkg_config_finds() {
     std::fs::write(&foreign, "another library").unwrap();
 
     let prefix_variable = format!("PREFIX={}", prefix.display());
-    make(&root, &["install", &prefix_variable]);
+    make(&root, &["install", &prefix_variable, CARGO]);
     let version = library_version();
     let major = version.split('.').next().expect("a version");
     assert_eq!(
@@ -62,12 +67,16 @@ fn make_install_gives_c_programs_a_library_that_pkg_config_finds() {
     check_pkg_config(&prefix);
     build_and_run_the_readme_example(&root, &prefix, &scratch.join("build"), major);
 
-    // A staged install: the files under DESTDIR, the paths inside them without it.
+    // A staged install: the files under DESTDIR, the paths inside them
+    // without it. With no cargo to run, as under `sudo make install` when
+    // root has no Rust toolchain, it installs what the make above built.
+    let no_cargo = "CARGO=/nonexistent/cargo";
     let stage = scratch.join("stage");
     let staged_prefix = "/opt/lockffi-staged";
     let destdir_variable = format!("DESTDIR={}", stage.display());
     let staged_prefix_variable = format!("PREFIX={staged_prefix}");
-    make(&root, &["install", &destdir_variable, &staged_prefix_variable]);
+    let staged = make(&root, &["install", &destdir_variable, &staged_prefix_variable, no_cargo]);
+    assert!(staged.contains("cargo cannot run here: installing what make built"), "{staged}");
     assert_eq!(
         files_under(&stage),
         expected_files(&root, &version).iter().map(|file| format!("{}/{file}", &staged_prefix[1..])).collect(),
@@ -76,26 +85,27 @@ fn make_install_gives_c_programs_a_library_that_pkg_config_finds() {
     let staged_pc = std::fs::read_to_string(stage.join(&staged_prefix[1..]).join("lib/pkgconfig/lockffi.pc")).unwrap();
     assert!(staged_pc.lines().any(|line| line == format!("prefix={staged_prefix}")), "{staged_pc}");
     assert!(!staged_pc.contains(&stage.display().to_string()), "DESTDIR is not in lockffi.pc:\n{staged_pc}");
-    make(&root, &["uninstall", &destdir_variable, &staged_prefix_variable]);
+    make(&root, &["uninstall", &destdir_variable, &staged_prefix_variable, no_cargo]);
     assert_eq!(files_under(&stage), BTreeSet::new(), "make uninstall DESTDIR=... left files");
 
-    make(&root, &["uninstall", &prefix_variable]);
+    make(&root, &["uninstall", &prefix_variable, CARGO]);
     assert_eq!(files_under(&prefix), ["lib/libother.so.1".to_owned()].into(), "make uninstall took exactly its own");
     std::fs::remove_dir_all(&scratch).unwrap();
 }
 
 /// Runs `make <arguments>` at the top of the repository with this run's
-/// cargo and target directory, and without touching the loader's cache.
-fn make(root: &Path, arguments: &[&str]) {
+/// target directory, and without touching the loader's cache; returns what
+/// it said.
+fn make(root: &Path, arguments: &[&str]) -> String {
     let mut make = Command::new("make");
     make.arg("-C")
         .arg(root)
         .args(arguments)
-        .arg(concat!("CARGO=", env!("CARGO")))
         .arg(format!("CARGO_TARGET_DIR={}", target_directory().display()))
         .arg("LDCONFIG=");
     let output = make.output().unwrap_or_else(|e| panic!("cannot run {make:?}: {e}"));
     assert!(output.status.success(), "{make:?} failed:\n{}", both(&output));
+    both(&output)
 }
 
 /// `<target>` of this test binary, `<target>/<profile>/deps/install-<hash>`.
