@@ -1,7 +1,8 @@
 //! Compiles the C programs in `c/` against `include/lockffi.h`, with every
-//! warning an error, and checks that the header alone compiles as C99 and as
-//! C++. Each program's `main` is renamed so that one Rust binary per program
-//! can call it with the library linked in (see `src/bin/`).
+//! warning an error, and checks that the header alone compiles as C99, as
+//! C89 (`-std=c89 -pedantic`) and as C++. Each program's `main` is renamed
+//! so that one Rust binary per program can call it with the library linked
+//! in (see `src/bin/`).
 //!
 //! The programs' table of schemes is not kept by hand: this script writes
 //! `lockcore_schemes.h` into `OUT_DIR` from `lockcore::Scheme::ALL`, with
@@ -49,12 +50,22 @@ fn main() {
             .compile(&format!("lockffi_c_{program}"));
     }
 
-    // The header on its own, as a C99 and as a C++ translation unit. These
-    // objects are not linked; compiling them is the check.
+    // The header on its own, as a C99, a C89 and a C++ translation unit.
+    // These objects are not linked; compiling them is the check.
     strict_c(&include, &generated)
         .file(root.join("c/header_c99.c"))
         .cargo_metadata(false)
         .compile("lockffi_header_c99");
+    cc::Build::new()
+        .include(&include)
+        .file(root.join("c/header_c89.c"))
+        .flag("-std=c89")
+        .flag("-pedantic")
+        .flag("-Wall")
+        .flag("-Wextra")
+        .warnings_into_errors(true)
+        .cargo_metadata(false)
+        .compile("lockffi_header_c89");
     cc::Build::new()
         .cpp(true)
         .include(&include)

@@ -15,6 +15,14 @@ use crate::types::LOCK_WAIT_FOREVER;
 /// `*fence_out` (if not NULL) receives the fencing token: greater than that
 /// of every earlier acquisition of this lock.
 ///
+/// Returns: `LOCK_OK`, `LOCK_BUSY`, `LOCK_ERR_NULL_ARGUMENT`,
+/// `LOCK_ERR_ALREADY_HELD`, `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`,
+/// `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
+/// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
+/// `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
+/// `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
+/// `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
 /// valid for one write.
@@ -39,6 +47,14 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 /// set, is called after `wmin` and every `wafter`. On `LOCK_TIMEOUT` the
 /// message names what stood in the way at the end: the holder (pid, host,
 /// since, expiry), a cooldown, the queue ahead, or a guard held too long.
+///
+/// Returns: `LOCK_OK`, `LOCK_TIMEOUT`, `LOCK_ERR_NULL_ARGUMENT`,
+/// `LOCK_ERR_ALREADY_HELD`, `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`,
+/// `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
+/// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
+/// `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
+/// `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
+/// `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// As for `lock_try_acquire`.
@@ -76,6 +92,15 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 /// `LOCK_BUSY`). A release that answers `LOCK_BUSY` or an error leaves the
 /// lock held, and renewed as before by its watchdog, if any.
 ///
+/// Returns: `LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
+/// `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_NOT_HELD`, `LOCK_ERR_FORKED`,
+/// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`,
+/// `LOCK_ERR_INVALID_ARGUMENT`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
+/// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
+/// `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
+/// `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
+/// `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`.
 #[no_mangle]
@@ -111,6 +136,15 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 /// watchdog runs (`lock_autorenew`), its next renewal sets the expiry back
 /// to now + the spec's `ttl`. `LOCK_BUSY` if the lock's files stayed locked
 /// by another process for 2 seconds (nothing changed; see `LOCK_BUSY`).
+///
+/// Returns: `LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
+/// `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_NOT_HELD`, `LOCK_ERR_FORKED`,
+/// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`,
+/// `LOCK_ERR_INVALID_ARGUMENT`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
+/// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
+/// `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
+/// `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
+/// `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`.

@@ -52,6 +52,10 @@ fn not_started(error: StartError) -> Failure {
 /// thread can be made. Starting it again replaces the running one; a start
 /// that fails leaves the running one running.
 ///
+/// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_NOT_HELD`,
+/// `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`,
+/// `LOCK_ERR_SYSTEM`, `LOCK_ERR_PANIC`.
+///
 /// # Safety
 /// `handle` is NULL or a live handle. `lost` and `context` must be usable
 /// from another thread until the watchdog stops: once `lock_close` or
@@ -103,6 +107,9 @@ pub unsafe extern "C" fn lock_autorenew(
 
 /// Stops the watchdog started by `lock_autorenew`, waiting for it, so that
 /// no renewal runs after this returns. The lock stays held.
+///
+/// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
+/// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle.

@@ -23,6 +23,15 @@ use crate::result::lock_result;
 /// touched, for a lock that keeps no file of this host (a network lock) or
 /// cannot commit.
 ///
+/// Returns: `LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
+/// `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_NOT_HELD`, `LOCK_ERR_FORKED`,
+/// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`,
+/// `LOCK_ERR_INVALID_ARGUMENT`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
+/// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
+/// `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
+/// `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_COMMIT`,
+/// `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+///
 /// # Safety
 /// `handle` is NULL or a live handle; the paths are NULL or NUL-terminated.
 #[no_mangle]

@@ -14,6 +14,13 @@ use crate::types::{lock_info, lock_liveness, LOCK_HOST_CAPACITY};
 /// taking it. `LOCK_BUSY` if the lock's files stayed locked by another
 /// process for 2 seconds (see `LOCK_BUSY`).
 ///
+/// Returns: `LOCK_OK`, `LOCK_BUSY`, `LOCK_ERR_NULL_ARGUMENT`,
+/// `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`,
+/// `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`, `LOCK_ERR_PERMISSION`,
+/// `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`, `LOCK_ERR_CORRUPT_RECORD`,
+/// `LOCK_ERR_RECORD_TOO_LONG`, `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`,
+/// `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+///
 /// # Safety
 /// `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
 #[no_mangle]
@@ -71,6 +78,13 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
 /// `LOCK_BUSY` if the lock's files stayed locked by other processes for 2
 /// seconds (nothing removed; see `LOCK_BUSY`).
 ///
+/// Returns: `LOCK_OK`, `LOCK_BUSY`, `LOCK_ERR_NULL_ARGUMENT`,
+/// `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`,
+/// `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`, `LOCK_ERR_PERMISSION`,
+/// `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`, `LOCK_ERR_CORRUPT_RECORD`,
+/// `LOCK_ERR_RECORD_TOO_LONG`, `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`,
+/// `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+///
 /// # Safety
 /// `handle` is NULL or a live handle; `was_held_out` is NULL or valid for one write.
 #[no_mangle]
@@ -88,6 +102,9 @@ pub unsafe extern "C" fn lock_break(handle: *mut lock_handle, was_held_out: *mut
 /// Sets (or, with NULL, clears) the callback `lock_acquire` calls while it
 /// waits: after `wmin` (spec option, default 15s), then every `wafter`
 /// (default 20s). `warn=0` in the spec silences it.
+///
+/// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
+/// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle. `callback` and `context` must stay
@@ -113,6 +130,10 @@ pub unsafe extern "C" fn lock_set_warning(
 /// `*len_out` receives the length needed (less the terminator), the one
 /// output written on failure. `LOCK_ERR_UNSUPPORTED` for a lock that keeps
 /// no file of this host (a network lock), whose spec names a server and a key.
+///
+/// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
+/// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`,
+/// `LOCK_ERR_BUFFER_TOO_SMALL`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes;

@@ -9,8 +9,10 @@ use crate::boundary::{self, ffi_export};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
 
-/// The library's version as "MAJOR.MINOR.PATCH"; static, never NULL
-/// ("unknown" if the library failed inside, which it cannot).
+/// The library's version, "MAJOR.MINOR.PATCH".
+///
+/// Returns: a static string, never NULL ("unknown" if the library failed
+/// inside, which it cannot); no result code.
 #[no_mangle]
 pub extern "C" fn lock_version() -> *const c_char {
     ffi_export!(lock_version, fallback(c"unknown".as_ptr()), || {
@@ -22,9 +24,13 @@ pub extern "C" fn lock_version() -> *const c_char {
     })
 }
 
-/// Static text for a result code; never NULL, also for unknown codes.
-/// Takes an int so that any value, even one no enum member has, is safe.
-/// Should the library fail inside, the text of `LOCK_ERR_PANIC`.
+/// Static text for a result code. Takes an int so that any value, even
+/// one no enum member has, is safe.
+///
+/// Returns: static text, never NULL, also for a code no enum member has
+/// ("unknown lock result code"); should the library fail inside, the text
+/// of `LOCK_ERR_PANIC`. No result code, and this thread's last message is
+/// left as it was.
 #[no_mangle]
 pub extern "C" fn lock_strerror(code: i32) -> *const c_char {
     ffi_export!(lock_strerror, fallback(lock_result::LOCK_ERR_PANIC.text().as_ptr()), || {
@@ -33,9 +39,12 @@ pub extern "C" fn lock_strerror(code: i32) -> *const c_char {
 }
 
 /// Copies a description of this thread's last failing `lock_*` call into
-/// `buf` (NUL-terminated, cut to fit `buf_len`) and returns the description's
-/// full length. With `buf` NULL or `buf_len` 0 it only returns the length.
-/// Empty after a call that succeeded. Should the library fail inside, 0.
+/// `buf` (NUL-terminated, cut to fit `buf_len`). With `buf` NULL or
+/// `buf_len` 0 it only measures. Empty after a call that succeeded.
+///
+/// Returns: the description's full length, without its terminator, as
+/// `snprintf` does (0 after a call that succeeded; 0 should the library fail
+/// inside); no result code.
 ///
 /// # Safety
 /// `buf` is NULL or valid for `buf_len` bytes of writes.
@@ -46,6 +55,11 @@ pub unsafe extern "C" fn lock_last_error_message(buf: *mut c_char, buf_len: usiz
 
 /// Parses `spec` (`scheme:target?key=value&...`) and makes a handle for the
 /// lock it names. No file is touched until the handle is used.
+///
+/// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_SPEC_SYNTAX`,
+/// `LOCK_ERR_SPEC_UNKNOWN_SCHEME`, `LOCK_ERR_SPEC_UNKNOWN_KEY`,
+/// `LOCK_ERR_SPEC_BAD_VALUE`, `LOCK_ERR_SPEC_DUPLICATE_KEY`,
+/// `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_SPEC_BAD_URL`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// `spec` is NULL or a NUL-terminated string; `handle_out` is NULL or valid
@@ -72,6 +86,13 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
 /// not release runs out by its TTL, or is broken as a dead process's once
 /// this process has exited. NULL is ignored (`LOCK_OK`). In a child of
 /// fork() the parent's lock is left held.
+///
+/// Returns: `LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
+/// `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
+/// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
+/// `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
+/// `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
+/// `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// `handle` is NULL or came from `lock_open` and was not closed yet; no other

@@ -74,7 +74,11 @@ pub enum lock_result {
     LOCK_ERR_FORKED = 103,
     /// The handle is in use by another thread at this moment.
     LOCK_ERR_HANDLE_IN_USE = 104,
-    /// The strategy cannot do this (for example, break a flock lock).
+    /// The lock cannot do this: its scheme lacks the ability (break a
+    /// `flock` lock, renew one that never expires, name the file of a lock
+    /// that keeps none), answered before any file is touched; or this host
+    /// lacks what it needs (a `toplock` queue also written by processes of
+    /// another time namespace, whose times cannot be read here).
     LOCK_ERR_UNSUPPORTED = 105,
     /// An output buffer is too small; nothing was written.
     LOCK_ERR_BUFFER_TOO_SMALL = 106,
@@ -92,7 +96,9 @@ pub enum lock_result {
     LOCK_ERR_SPEC_BAD_VALUE = 203,
     /// An option is given twice (ttl and hold are one option).
     LOCK_ERR_SPEC_DUPLICATE_KEY = 204,
-    /// The target, or a path derived from it, is longer than PATH_MAX.
+    /// The target, or a path derived from it (or a path given to
+    /// `lock_commit`), is longer than PATH_MAX; or the system found a name
+    /// on the lock's path too long (`ENAMETOOLONG`).
     LOCK_ERR_PATH_TOO_LONG = 205,
     /// The target of a network lock is no
     /// `//[user[:password]@]host[:port][/db]/key`.
