@@ -39,13 +39,13 @@ typedef enum {
   LOCK_ERR_COMMIT = 308,
   LOCK_ERR_NOT_A_DIRECTORY = 309,
   LOCK_ERR_UNTRUSTED = 310,
-  LOCK_ERR_PANIC = 900,
+  LOCK_ERR_PANIC = 900
 } lock_result;
 
 typedef enum {
   LOCK_OWNER_UNKNOWN = 0,
   LOCK_OWNER_ALIVE = 1,
-  LOCK_OWNER_DEAD = 2,
+  LOCK_OWNER_DEAD = 2
 } lock_liveness;
 
 typedef struct lock_handle lock_handle;
