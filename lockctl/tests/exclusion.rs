@@ -53,6 +53,7 @@ fn lockctl_processes_exclude_each_other_on_every_scheme() {
 fn lockctl_and_util_linux_flock_exclude_each_other_on_one_file() {
     if !tool_present("flock", &["--version"]) {
         assert!(std::env::var_os("CI").is_none(), "CI must install util-linux");
+        assert!(std::env::var_os("CI").is_none(), "CI must have util-linux flock(1)");
         eprintln!("skipped: util-linux flock(1) is not installed");
         return;
     }
@@ -108,6 +109,7 @@ for (1 .. $rounds) {
 #[test]
 fn lockctl_and_perl_lockfile_simple_exclude_each_other_on_lockfile() {
     if !tool_present("perl", &["-MLockFile::Simple", "-e1"]) {
+        assert!(std::env::var_os("CI").is_none(), "CI must install liblockfile-simple-perl");
         assert!(std::env::var_os("CI").is_none(), "CI must install liblockfile-simple-perl");
         eprintln!("skipped: perl with LockFile::Simple is not installed");
         return;
