@@ -61,4 +61,20 @@ fn php_suite_passes() {
     let report = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the PHP binding's tests failed ({}):\n{report}", output.status);
     println!("{report}");
+
+    // README.md's example, run from the top of the repository as it says.
+    let example = bindings::readme_example("### PHP", "php");
+    let output = Command::new("php")
+        .args(["-r", example.trim_start().strip_prefix("<?php").expect("the example starts with <?php")])
+        .current_dir(repository())
+        .env(bindings::LIBRARY_VARIABLE, bindings::shared_library())
+        .output()
+        .expect("cannot run php");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && said.starts_with("holding the lock, fence "),
+        "README.md's PHP example ({}): {said}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -101,9 +101,13 @@ fn the_python_binding_installs_and_passes_its_tests() {
     );
     println!("{}", stdout.lines().last().unwrap_or_default());
 
-    let example = run(python_command().args(["-c", &readme_example()]), "the README's example");
-    let said = String::from_utf8_lossy(&example.stdout);
-    assert!(said.starts_with("holding the lock, fence "), "the README's example printed: {said}");
+    for (which, example) in
+        [("the package README's", readme_example()), ("README.md's", bindings::readme_example("### Python", "python"))]
+    {
+        let ran = run(python_command().args(["-c", &example]), &format!("{which} example"));
+        let said = String::from_utf8_lossy(&ran.stdout);
+        assert!(said.starts_with("holding the lock, fence "), "{which} example printed: {said}");
+    }
 
     fs::remove_dir_all(&venv).unwrap();
 }
