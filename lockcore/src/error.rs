@@ -80,7 +80,9 @@ impl fmt::Display for SpecError {
         if self.key_len == 0 {
             return write!(f, "lock spec: {}", self.reason);
         }
-        f.write_str("lock spec key '")?;
+        // The scheme is not a key, but it is shown the same way.
+        let part = if self.kind == SpecErrorKind::UnknownScheme { "scheme" } else { "key" };
+        write!(f, "lock spec {part} '")?;
         for &b in self.key() {
             // Keys come from the caller; show them without letting control
             // bytes into a log line.

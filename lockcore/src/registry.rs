@@ -493,7 +493,7 @@ mod tests {
         let e = crate::Spec::parse(b"nosuch:/x").unwrap_err();
         write!(text, "{e}").unwrap();
         let mut expected = crate::text::FixedText::<512>::default();
-        write!(expected, "lock spec key 'nosuch': unknown scheme; this build has").unwrap();
+        write!(expected, "lock spec scheme 'nosuch': unknown scheme; this build has").unwrap();
         for (i, scheme) in Scheme::ALL.iter().enumerate() {
             write!(expected, "{}{}", if i == 0 { " " } else { ", " }, scheme.name()).unwrap();
         }
