@@ -51,8 +51,6 @@ SONAME  := liblockffi.so.$(MAJOR)
 
 HEADERS   := $(wildcard include/*.h)
 MAN_PAGES := $(wildcard man/*.[1-9])
-# lockctl is built and installed when its package is in the tree.
-LOCKCTL   := $(wildcard lockctl/Cargo.toml)
 
 cargo_failed = '$(CARGO) pkgid -p lockffi' failed: is cargo on PATH? (CARGO=/path/to/cargo)
 need_version = $(if $(VERSION),,$(error $(cargo_failed); nor has make left a build in $(RELEASE)))
@@ -72,9 +70,7 @@ all:
 	@test -s '$(NATIVE_STATIC_LIBS)' || \
 	    { echo "rustc did not list the native libraries of liblockffi.a (no 'native-static-libs' in $(BUILD_LOG))" >&2; exit 1; }
 	echo '$(VERSION)' > '$(VERSION_FILE)'
-ifneq ($(LOCKCTL),)
 	$(CARGO) build $(CARGO_FLAGS) --release --target-dir '$(CARGO_TARGET_DIR)' -p lockctl
-endif
 
 previous-build:
 	$(need_version)
@@ -95,10 +91,8 @@ install: $(if $(CARGO_VERSION),all,previous-build)
 	    -e "s|@libs_private@|$$(cat '$(NATIVE_STATIC_LIBS)')|" \
 	    lockffi/lockffi.pc.in > '$(DESTDIR)$(PKGCONFIGDIR)/lockffi.pc'
 	chmod 0644 '$(DESTDIR)$(PKGCONFIGDIR)/lockffi.pc'
-ifneq ($(LOCKCTL),)
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -m 0755 '$(RELEASE)/lockctl' '$(DESTDIR)$(BINDIR)/lockctl'
-endif
 ifneq ($(MAN_PAGES),)
 	for page in $(MAN_PAGES); do \
 	    dir='$(DESTDIR)$(MANDIR)'/man$${page##*.}; \
@@ -112,9 +106,7 @@ uninstall:
 	rm -f '$(DESTDIR)$(LIBDIR)/$(LIBRARY)' '$(DESTDIR)$(LIBDIR)/$(SONAME)' '$(DESTDIR)$(LIBDIR)/liblockffi.so' \
 	    '$(DESTDIR)$(LIBDIR)/liblockffi.a' '$(DESTDIR)$(PKGCONFIGDIR)/lockffi.pc' \
 	    $(foreach header,$(notdir $(HEADERS)),'$(DESTDIR)$(INCLUDEDIR)/$(header)')
-ifneq ($(LOCKCTL),)
 	rm -f '$(DESTDIR)$(BINDIR)/lockctl'
-endif
 ifneq ($(MAN_PAGES),)
 	for page in $(MAN_PAGES); do \
 	    rm -f '$(DESTDIR)$(MANDIR)'/man$${page##*.}/$${page##*/} || exit 1; \
@@ -129,11 +121,11 @@ help:
 	@echo 'make [target] [VARIABLE=value ...]'
 	@echo
 	@echo 'Targets:'
-	@echo '  all        the default: build the release liblockffi.so and liblockffi.a, and lockctl if lockctl/ exists'
+	@echo '  all        the default: build the release liblockffi.so, liblockffi.a and lockctl'
 	@echo '  install    build (or, where cargo cannot run, take what make built), then install:'
 	@echo '               LIBDIR: $(LIBRARY) (SONAME $(SONAME)), the links $(SONAME) and'
 	@echo '                 liblockffi.so, liblockffi.a (without debug info)'
-	@echo '               INCLUDEDIR: include/*.h    PKGCONFIGDIR: lockffi.pc    BINDIR: lockctl, if built'
+	@echo '               INCLUDEDIR: include/*.h    PKGCONFIGDIR: lockffi.pc    BINDIR: lockctl'
 	@echo '               MANDIR: man/*.N into manN'
 	@echo '  uninstall  remove what install installs'
 	@echo '  help       this text'
