@@ -115,6 +115,8 @@ subtest 'LockFile::Simple and LockFFI::Simple processes share a counter' => sub 
     }
     my $theirs = sub {
         if ($as_nobody) {
+            $) = "$NOBODY $NOBODY";    # the supplementary groups too
+            die "setgroups: $!" unless $) eq "$NOBODY $NOBODY";
             POSIX::setgid($NOBODY) or die "setgid: $!";
             POSIX::setuid($NOBODY) or die "setuid: $!";
         }

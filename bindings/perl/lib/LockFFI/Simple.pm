@@ -443,7 +443,8 @@ The path of the lock for C<$file>, as the library derives it.
 
 =item spec($file [, $format])
 
-The library's spec for the lock on C<$file>, for L<LockFFI> and C<lockctl>.
+The library's spec for the lock on C<$file>, to open it with L<LockFFI>
+(to inspect it, say).
 
 =item last_fence, last_outcome, last_error, last_error_message
 
