@@ -235,15 +235,23 @@ fn torture_worker() {
     }
 }
 
-/// Whether any slot in `mask` belongs to a process that is still running. A
-/// worker killed inside its section leaves its bit set until the parent has
-/// reaped it; a dead process (or a zombie) is inside nothing.
+/// Whether any slot in `mask` belongs to a process that can still run its
+/// own code. A worker killed inside its section leaves its bit set until the
+/// parent has reaped it; a process that is exiting (the kernel's
+/// `PF_EXITING`, set as the kernel starts tearing it down, before it closes
+/// its files, which is when the kernel lets go of its `flock`), a zombie or
+/// a reaped process is inside nothing.
 fn live_slots(shared: &Shared, mask: u32) -> bool {
+    /// `PF_EXITING` in the flags of `/proc/<pid>/stat` (include/linux/sched.h).
+    const PF_EXITING: u64 = 0x4;
     (0..WORKERS).filter(|&s| mask & (1 << s) != 0).any(|s| {
         let pid = shared.slots[s].pid.load(SeqCst);
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-        !matches!(state, None | Some('Z') | Some('X'))
+        // After the command's closing parenthesis: state, ppid, pgrp,
+        // session, tty_nr, tpgid, flags, ...
+        let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+        let exiting = fields.get(6).and_then(|flags| flags.parse::<u64>().ok()).is_some_and(|f| f & PF_EXITING != 0);
+        !exiting && !matches!(fields.first(), None | Some(&"Z") | Some(&"X"))
     })
 }
 
