@@ -29,4 +29,20 @@ fn perl_binding_suite_passes() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr),
     );
+
+    // README.md's example, run from the top of the repository as it says.
+    let example = bindings::readme_example("### Perl", "perl");
+    let output = Command::new("perl")
+        .args(["-Ibindings/perl/lib", "-e", &example])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .env(bindings::LIBRARY_VARIABLE, &library)
+        .output()
+        .expect("cannot run perl");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && said.starts_with("holding the lock, fence "),
+        "README.md's Perl example ({}): {said}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
