@@ -152,6 +152,15 @@ fn wait_returns_once_the_holder_lets_go_and_takes_nothing() {
 }
 
 #[test]
+fn wait_takes_a_budget_longer_than_the_clock_can_count_as_no_deadline() {
+    each_scheme("wait-huge-budget", |scheme, dir| {
+        let spec = dir.spec(scheme, "");
+        let out = lockctl_run(&["wait", "-w", &u64::MAX.to_string(), &spec]);
+        assert_eq!(out.code(), 0, "a free lock, whatever the budget: {out:?}");
+    });
+}
+
+#[test]
 fn the_json_reader_of_these_tests_reads_what_rfc_8259_allows_and_refuses_the_rest() {
     let value = Json::parse(r#" {"a": [1, -2.5e3, true, null], "b": "x\"\\\/\n\u00e9", "c": {}} "#).unwrap();
     assert_eq!(value.get("b").str(), "x\"\\/\né");
