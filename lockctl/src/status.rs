@@ -162,7 +162,8 @@ pub fn wait(args: Vec<OsString>) -> Result<u8, Failure> {
     let (parsed, mut lock) = crate::open(&spec, None)?;
     let mut wake = crate::watch(&lock);
     let _progress = (!quiet).then(|| Progress::start(parsed, spec.to_string_lossy().into_owned()));
-    let deadline = budget.map(|budget| Instant::now() + budget);
+    // A budget past what the clock can count is no deadline at all.
+    let deadline = budget.and_then(|budget| Instant::now().checked_add(budget));
     loop {
         if let Some(signal) = signals.received() {
             return Ok(exit::SIGNALLED.wrapping_add(signal as u8));
