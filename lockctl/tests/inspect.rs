@@ -184,3 +184,26 @@ fn status_json_escapes_a_path_with_quotes_backslashes_and_control_characters() {
     assert_eq!(json.get("path").str(), odd.join("lock").to_str().unwrap());
     assert_eq!(json.get("spec").str(), spec);
 }
+
+#[test]
+fn status_text_and_messages_show_control_characters_of_a_path_escaped() {
+    // A directory name that would fake a line of the report and send a
+    // terminal an escape sequence, were it printed as it is.
+    let hostile = "x\nstate:      free\u{1b}]0;title\u{7}";
+    let encoded = "x%0Astate:%20%20%20%20%20%20free%1B]0;title%07";
+    each_scheme("control-chars", |scheme, dir| {
+        std::fs::create_dir(dir.join(hostile)).unwrap();
+        let spec = format!("{}:{}/{encoded}/lock", scheme.name(), dir.path().display());
+        let out = lockctl_run(&["status", &spec]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        let states = out.stdout.lines().filter(|line| line.starts_with("state:")).count();
+        assert_eq!(states, 1, "one state line: {out:?}");
+        assert!(!out.stdout.contains(['\u{1b}', '\u{7}']), "{out:?}");
+
+        let missing = format!("{}:{}/{encoded}/missing/lock", scheme.name(), dir.path().display());
+        let out = lockctl_run(&["status", &missing]);
+        assert_eq!(out.code(), 66, "{out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "one line: {out:?}");
+        assert!(!out.stderr.contains(['\u{1b}', '\u{7}']), "{out:?}");
+    });
+}
