@@ -5,6 +5,7 @@
 //! everything else, and a command's own status (128 + N when it died of
 //! signal N). The table is in `lockctl --help` and the man page.
 
+use std::borrow::Cow;
 use std::ffi::{CStr, OsStr};
 use std::fmt::Display;
 
@@ -165,7 +166,19 @@ pub fn output(text: &str) -> Result<(), Failure> {
     }
 }
 
-/// Prints `lockctl: <message>` on stderr.
+/// Prints `lockctl: <message>` on stderr, its control characters escaped.
 pub fn say(message: impl Display) {
-    eprintln!("lockctl: {message}");
+    eprintln!("lockctl: {}", visible(&message.to_string()));
+}
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`). A path may
+/// hold any byte but NUL: printed as it is, a newline would fake a line of
+/// the report for whatever reads it line by line, and an escape sequence
+/// would command the terminal.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let escaped = text.chars().map(|c| if c.is_control() { c.escape_debug().to_string() } else { c.to_string() });
+    Cow::Owned(escaped.collect())
 }

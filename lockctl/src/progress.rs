@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use lockcore::{Lock, Spec, WallTime};
 
+use crate::exit::visible;
 use crate::report::{obstacle, span};
 
 /// On a terminal: the first look after this much waiting, then one a second.
@@ -94,6 +95,7 @@ impl Line {
     }
 
     fn show(&mut self, text: &str) {
+        let text = visible(text);
         let mut err = std::io::stderr().lock();
         if !self.terminal {
             let _ = writeln!(err, "lockctl: {text}");

@@ -44,7 +44,7 @@ fn as_text(spec: &str, path: Option<&str>, inspection: &Inspection, now: WallTim
     let state = State::of(inspection, now);
     let mut out = String::new();
     let mut line = |label: &str, value: &str| {
-        let _ = writeln!(out, "{:<11} {value}", format!("{label}:"));
+        let _ = writeln!(out, "{:<11} {}", format!("{label}:"), exit::visible(value));
     };
     line("spec", spec);
     if let Some(path) = path {
@@ -130,6 +130,7 @@ pub fn break_lock(args: Vec<OsString>) -> Result<u8, Failure> {
     let broken = lock.break_lock().map_err(|e| Failure::lock("break", &spec, Some(&lock), &e))?;
     if !quiet {
         let spec = spec.to_string_lossy();
+        let spec = exit::visible(&spec);
         let said = match (broken, before) {
             (true, Some(before)) => format!("broke '{spec}', {}\n", report::obstacle(&before, WallTime::now())),
             (true, None) => format!("broke '{spec}'\n"),
@@ -162,7 +163,8 @@ pub fn wait(args: Vec<OsString>) -> Result<u8, Failure> {
     let (parsed, mut lock) = crate::open(&spec, None)?;
     let mut wake = crate::watch(&lock);
     let _progress = (!quiet).then(|| Progress::start(parsed, spec.to_string_lossy().into_owned()));
-    let deadline = budget.map(|budget| Instant::now() + budget);
+    // A budget past what the clock can count is no deadline at all.
+    let deadline = budget.and_then(|budget| Instant::now().checked_add(budget));
     loop {
         if let Some(signal) = signals.received() {
             return Ok(exit::SIGNALLED.wrapping_add(signal as u8));

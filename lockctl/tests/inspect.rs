@@ -152,6 +152,15 @@ fn wait_returns_once_the_holder_lets_go_and_takes_nothing() {
 }
 
 #[test]
+fn wait_takes_a_budget_longer_than_the_clock_can_count_as_no_deadline() {
+    each_scheme("wait-huge-budget", |scheme, dir| {
+        let spec = dir.spec(scheme, "");
+        let out = lockctl_run(&["wait", "-w", &u64::MAX.to_string(), &spec]);
+        assert_eq!(out.code(), 0, "a free lock, whatever the budget: {out:?}");
+    });
+}
+
+#[test]
 fn the_json_reader_of_these_tests_reads_what_rfc_8259_allows_and_refuses_the_rest() {
     let value = Json::parse(r#" {"a": [1, -2.5e3, true, null], "b": "x\"\\\/\n\u00e9", "c": {}} "#).unwrap();
     assert_eq!(value.get("b").str(), "x\"\\/\né");
@@ -174,4 +183,27 @@ fn status_json_escapes_a_path_with_quotes_backslashes_and_control_characters() {
     assert_eq!(code, 0, "{json:?}");
     assert_eq!(json.get("path").str(), odd.join("lock").to_str().unwrap());
     assert_eq!(json.get("spec").str(), spec);
+}
+
+#[test]
+fn status_text_and_messages_show_control_characters_of_a_path_escaped() {
+    // A directory name that would fake a line of the report and send a
+    // terminal an escape sequence, were it printed as it is.
+    let hostile = "x\nstate:      free\u{1b}]0;title\u{7}";
+    let encoded = "x%0Astate:%20%20%20%20%20%20free%1B]0;title%07";
+    each_scheme("control-chars", |scheme, dir| {
+        std::fs::create_dir(dir.join(hostile)).unwrap();
+        let spec = format!("{}:{}/{encoded}/lock", scheme.name(), dir.path().display());
+        let out = lockctl_run(&["status", &spec]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        let states = out.stdout.lines().filter(|line| line.starts_with("state:")).count();
+        assert_eq!(states, 1, "one state line: {out:?}");
+        assert!(!out.stdout.contains(['\u{1b}', '\u{7}']), "{out:?}");
+
+        let missing = format!("{}:{}/{encoded}/missing/lock", scheme.name(), dir.path().display());
+        let out = lockctl_run(&["status", &missing]);
+        assert_eq!(out.code(), 66, "{out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "one line: {out:?}");
+        assert!(!out.stderr.contains(['\u{1b}', '\u{7}']), "{out:?}");
+    });
 }
