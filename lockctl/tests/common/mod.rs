@@ -121,15 +121,33 @@ pub fn lockctl_run(args: &[&str]) -> Outcome {
 /// [`PATIENCE`].
 pub fn finish(mut child: Child) -> Outcome {
     let status = wait_exit(&mut child);
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        out.read_to_string(&mut stdout).unwrap();
-    }
-    if let Some(mut err) = child.stderr.take() {
-        err.read_to_string(&mut stderr).unwrap();
-    }
+    let stdout = child.stdout.take().map(written_before_exit).unwrap_or_default();
+    let stderr = child.stderr.take().map(written_before_exit).unwrap_or_default();
     Outcome { status, stdout, stderr }
+}
+
+/// What a process that has exited wrote to `pipe`. Read without waiting for
+/// the end of the pipe: a process it left behind (a command's background
+/// child, say) may hold the pipe open long after, and what it writes is not
+/// the exited process's output.
+fn written_before_exit(mut pipe: impl Read + std::os::fd::AsRawFd) -> String {
+    // SAFETY: F_GETFL and F_SETFL on a descriptor this pipe owns.
+    unsafe {
+        let flags = libc::fcntl(pipe.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match pipe.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("cannot read the output of an exited process: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Waits for `child` to end, within [`PATIENCE`]; kills it after that.
