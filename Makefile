@@ -70,6 +70,9 @@ all:
 	@test -s '$(NATIVE_STATIC_LIBS)' || \
 	    { echo "rustc did not list the native libraries of liblockffi.a (no 'native-static-libs' in $(BUILD_LOG))" >&2; exit 1; }
 	echo '$(VERSION)' > '$(VERSION_FILE)'
+	# Programs linked in place (-Ltarget/release -llockffi) now ask the
+	# loader for the SONAME: give them it beside the library.
+	ln -sf liblockffi.so '$(RELEASE)/$(SONAME)'
 	$(CARGO) build $(CARGO_FLAGS) --release --target-dir '$(CARGO_TARGET_DIR)' -p lockctl
 
 previous-build:

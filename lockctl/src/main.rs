@@ -72,8 +72,8 @@ Exit status:
    71  system error (no process, no thread)
    73  a lock file cannot be created (read-only file system, disk full)
    74  input/output error on a lock file
-   75  the lock was lost while COMMAND ran (someone else holds it), or its
-       guard stayed held by another process: try again
+   75  the lock was lost while COMMAND ran (someone else holds it), or (status,
+       wait, break) its guard stayed held by another process: try again
    77  permission denied, or a lock file the spec's mode does not trust
 128+N  lockctl was stopped by signal N before COMMAND started
 ";
