@@ -6,11 +6,13 @@
 //! SONAME `make install` puts on the loader's path. The tests set
 //! `LOCKFFI_LIBRARY` to the library of this test run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 #[path = "../../c-tests/tests/library/mod.rs"]
 mod library;
+#[path = "../../c-tests/tests/readme/mod.rs"]
+mod readme;
 
 /// The environment variable every binding reads the library's path from.
 pub const LIBRARY_VARIABLE: &str = "LOCKFFI_LIBRARY";
@@ -40,13 +42,5 @@ pub fn runtime_present(program: &str, args: &[&str], what: &str) -> bool {
 /// The first ```` ```language ```` block after the line `heading` in the
 /// repository's README.md: an example the README promises runs as written.
 pub fn readme_example(heading: &str, language: &str) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-        .expect("cannot read README.md");
-    let section =
-        readme.split_once(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("README.md has no line '{heading}'")).1;
-    let fence = format!("```{language}\n");
-    let start = section.find(&fence).unwrap_or_else(|| panic!("no ```{language} block after '{heading}' in README.md"))
-        + fence.len();
-    let length = section[start..].find("```").expect("an unclosed block in README.md");
-    section[start..start + length].to_string()
+    readme::block_after(&readme::text(), heading, language).to_string()
 }

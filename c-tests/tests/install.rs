@@ -11,6 +11,8 @@
 //! One test, so that the release build `make` does happens once, in this
 //! run's target directory (where a release build from cargo lands too).
 
+mod readme;
+
 use std::collections::BTreeSet;
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
@@ -64,7 +66,7 @@ fn make_install_gives_c_programs_a_library_that_pkg_config_finds() {
     }
     assert!(is_executable(&prefix.join("bin/lockctl")), "bin/lockctl is executable");
     check_pkg_config(&prefix);
-    build_and_run_the_readme_example(&root, &prefix, &scratch.join("build"), major);
+    build_and_run_the_readme_example(&prefix, &scratch.join("build"), major);
 
     // A staged install: the files under DESTDIR, the paths inside them
     // without it. With no cargo to run, as under `sudo make install` when
@@ -199,11 +201,11 @@ fn check_pkg_config(prefix: &Path) {
 
 /// Builds the README's example with pkg-config's flags, against the shared
 /// library and then the static one, and runs both.
-fn build_and_run_the_readme_example(root: &Path, prefix: &Path, build: &Path, major: &str) {
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+fn build_and_run_the_readme_example(prefix: &Path, build: &Path, major: &str) {
+    let text = readme::text();
     std::fs::create_dir_all(build).unwrap();
     let source = build.join("example.c");
-    std::fs::write(&source, block_after(&readme, "## A C example", "c")).unwrap();
+    std::fs::write(&source, readme::block_after(&text, "## A C example", "c")).unwrap();
     // The example's lock lives there, as the README's commands make it.
     std::fs::create_dir_all("/tmp/lock-example").unwrap();
 
@@ -302,16 +304,6 @@ fn files_under(top: &Path) -> BTreeSet<String> {
 fn names_in(directory: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(directory) else { return Vec::new() };
     entries.map(|entry| entry.unwrap().file_name().into_string().expect("a UTF-8 name")).collect()
-}
-
-/// The first fenced block of `language` after the heading `heading`.
-fn block_after<'a>(readme: &'a str, heading: &str, language: &str) -> &'a str {
-    let section = readme.split_once(heading).unwrap_or_else(|| panic!("README.md has no '{heading}'")).1;
-    let fence = format!("```{language}\n");
-    let start =
-        section.find(&fence).unwrap_or_else(|| panic!("no ```{language} block after '{heading}'")) + fence.len();
-    let length = section[start..].find("```").expect("an unclosed block");
-    &section[start..start + length]
 }
 
 fn find_on_path(program: &str) -> Option<PathBuf> {

@@ -7,26 +7,17 @@
 //! built for this test run's profile (the same code as a release build).
 
 mod library;
+mod readme;
 
 use std::path::Path;
 use std::process::Command;
 
-/// The first fenced block of `language` after the heading `heading`.
-fn block_after<'a>(readme: &'a str, heading: &str, language: &str) -> &'a str {
-    let section = readme.split_once(heading).unwrap_or_else(|| panic!("README.md has no '{heading}'")).1;
-    let fence = format!("```{language}\n");
-    let start =
-        section.find(&fence).unwrap_or_else(|| panic!("no ```{language} block after '{heading}'")) + fence.len();
-    let length = section[start..].find("```").expect("an unclosed block");
-    &section[start..start + length]
-}
-
 #[test]
 fn the_readme_c_example_builds_and_runs_as_written() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-    let program = block_after(&readme, "## A C example", "c");
-    let commands = block_after(&readme, "## A C example", "sh");
+    let text = readme::text();
+    let program = readme::block_after(&text, "## A C example", "c");
+    let commands = readme::block_after(&text, "## A C example", "sh");
     assert!(commands.contains("liblockffi.a") && commands.contains("-llockffi"), "both libraries:\n{commands}");
 
     let built = library::directory();

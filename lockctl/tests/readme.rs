@@ -4,18 +4,13 @@
 use std::path::Path;
 use std::process::Command;
 
-/// The first ```sh block after the heading `heading`.
-fn block_after<'a>(readme: &'a str, heading: &str) -> &'a str {
-    let section = readme.split_once(heading).unwrap_or_else(|| panic!("README.md has no '{heading}'")).1;
-    let start = section.find("```sh\n").unwrap_or_else(|| panic!("no ```sh block after '{heading}'")) + 6;
-    let length = section[start..].find("```").expect("an unclosed block");
-    &section[start..start + length]
-}
+#[path = "../../c-tests/tests/readme/mod.rs"]
+mod readme;
 
 #[test]
 fn the_readme_shell_example_runs_as_written() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let commands = block_after(&readme, "## From the shell");
+    let text = readme::text();
+    let commands = readme::block_after(&text, "## From the shell", "sh");
     assert!(commands.contains("./target/release/lockctl run"), "the example runs a command:\n{commands}");
 
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("readme-shell-{}", std::process::id()));
