@@ -114,7 +114,10 @@ fn a_command_whose_lockctl_is_killed_gets_the_lost_signal() {
         wait_until("the command to run", || ready.exists());
         send_signal(child.id(), libc::SIGKILL);
         assert_eq!(wait_exit(&mut child).code(), None, "killed");
-        wait_until("the command to get the lost signal", || got.exists());
+        // The trap's `echo > got` makes the file before it writes the line.
+        wait_until("the command to get the lost signal", || {
+            std::fs::read_to_string(&got).is_ok_and(|said| said.ends_with('\n'))
+        });
         assert_eq!(std::fs::read_to_string(&got).unwrap(), "USR1\n");
         // The next acquirer gets the lock of the dead lockctl at once.
         assert_eq!(lockctl_run(&["run", "-n", &spec, "true"]).code(), 0);
