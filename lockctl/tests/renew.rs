@@ -63,15 +63,6 @@ fn without_autorenew_a_lock_past_its_ttl_is_taken_over() {
     });
 }
 
-/// The command of a `run --autorenew` that traps `signal`, notes it, and
-/// ends with status 0; it says when it is ready.
-const TRAPPING: &str = r#"
-trap 'echo "$3" > "$1"; kill $pid; exit 0' "$3"
-sleep 1000 & pid=$!
-: > "$2"
-wait
-"#;
-
 #[test]
 fn a_lost_lock_stops_the_command_with_the_lost_signal_and_exits_75() {
     let breakable: Vec<Scheme> = Scheme::ALL.iter().copied().filter(|&s| s != Scheme::Flock).collect();

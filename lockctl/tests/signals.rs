@@ -12,15 +12,6 @@ use std::sync::mpsc;
 
 use common::*;
 
-/// A command that traps the signal named `$3`, notes it in `$1`, and
-/// exits 3; it makes `$2` once it is ready.
-const TRAPPING: &str = r#"
-trap 'echo "$3" > "$1"; kill $pid; exit 3' "$3"
-sleep 1000 & pid=$!
-: > "$2"
-wait
-"#;
-
 #[test]
 fn term_int_and_hup_go_on_to_the_command_and_the_lock_is_released_after_it() {
     each_scheme("forward", |scheme, dir| {

@@ -21,6 +21,16 @@ pub use lockcore::Scheme;
 /// A bound on hangs, never on speed: what a test waits for comes long before.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
+/// A command (`sh -c TRAPPING sh GOT READY SIGNAL`) that traps the signal
+/// named `SIGNAL`, notes its name in the file `GOT`, and exits 3, a status
+/// of its own; it makes the file `READY` once the trap is set.
+pub const TRAPPING: &str = r#"
+trap 'echo "$3" > "$1"; kill $pid; exit 3' "$3"
+sleep 1000 & pid=$!
+: > "$2"
+wait
+"#;
+
 /// lockctl's statuses that the tests check (the table in `lockctl --help`).
 pub const CONFLICT: i32 = 1;
 pub const USAGE: i32 = 64;
