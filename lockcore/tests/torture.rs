@@ -38,7 +38,7 @@ use lockcore::{Lock, ReleaseOutcome, Scheme};
 
 const WORKERS: usize = 16;
 const TTL: Duration = Duration::from_secs(2);
-/// The bound the issue sets on recovery after any fault.
+/// The promised bound on recovery after any fault: the TTL and a second.
 const RECOVERY_BOUND: Duration = Duration::from_secs(3); // TTL + 1 s
 /// After a SIGKILL the lock must be free again well before the dead
 /// holder's TTL could have freed it: a holder is killed within milliseconds
