@@ -81,6 +81,7 @@ extern crate std;
 mod clock;
 pub mod endpoint;
 pub mod error;
+mod fair;
 mod fence;
 mod files;
 mod guard;
@@ -93,6 +94,7 @@ pub mod strategy;
 mod sys;
 mod text;
 mod trust;
+mod turnstile;
 pub mod wait;
 
 pub use clock::{BootId, BootTime, Moment, MonoTime, WallTime};

@@ -7,6 +7,7 @@ use core::time::Duration;
 
 use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{Contention, Error, FileRole};
+use crate::fair::{self, Try};
 use crate::owner::{Nonce, Owner};
 use crate::record::Record;
 use crate::registry::{Ability, AnyStrategy};
@@ -14,7 +15,8 @@ use crate::spec::{Spec, Target};
 use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, ReleaseOutcome};
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
-use crate::wait::{self, Backoff, Sleep, Wake, WakeSource, Warnings};
+use crate::turnstile::{Ahead, Place, Ticket, Turnstile};
+use crate::wait::{self, Backoff, Sleep, WatchWhenBusy, Wake, WakeSource, Warnings};
 
 /// How long `try_acquire` may wait for the file that orders the lock's
 /// changes (its guard, lease or queue), which its holders keep for a few
@@ -66,6 +68,22 @@ pub struct Lock {
     held: Option<Record>,
     /// Made by [`Lock::adopt`]: prolongs, never releases on drop.
     adopted: bool,
+    /// The queue this handle's waits take their turns in.
+    line: Line,
+    /// The turn in it that this handle holds while it holds the lock:
+    /// passed on when the lock is let go.
+    turn: Option<Ticket>,
+}
+
+/// A handle's way into its lock's [`Turnstile`].
+enum Line {
+    /// Opened at the first acquisition.
+    Unopened,
+    Open(Turnstile),
+    /// `fair=0`, a lock that keeps no file, a file system shared with other
+    /// hosts, or a turnstile that could not be used: waiters try whenever
+    /// they wake.
+    Unfair,
 }
 
 impl fmt::Debug for Lock {
@@ -98,7 +116,9 @@ impl Lock {
     pub fn with_owner(spec: Spec, owner: Owner) -> Result<Lock, Error> {
         let sharing = Sharing::new(spec.options.mode);
         let strategy = AnyStrategy::open(&spec, sharing)?;
-        Ok(Lock { spec, me: owner, pid: sys::getpid(), sharing, strategy, held: None, adopted: false })
+        let line = if spec.options.fair { Line::Unopened } else { Line::Unfair };
+        let pid = sys::getpid();
+        Ok(Lock { spec, me: owner, pid, sharing, strategy, held: None, adopted: false, line, turn: None })
     }
 
     /// The spec this handle was opened with.
@@ -163,13 +183,91 @@ impl Lock {
     /// One attempt: [`Error::Busy`] if someone else holds the lock or it is
     /// cooling down, within [`TRY_PATIENCE`] at the most. A queueing
     /// strategy does not keep a place for a caller that does not wait.
+    ///
+    /// With a turnstile (`fair=1`), it does not pass the waiters in line:
+    /// it tries the lock only when nobody is, or when just the head is and
+    /// that head has not taken it.
     pub fn try_acquire(&mut self) -> Result<Acquired, Error> {
         let deadline = MonoTime::now().saturating_add(TRY_PATIENCE);
-        let result = self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once);
+        self.refresh_identity()?;
+        let line = self.take_line();
+        let result = match &line {
+            Some(line) => self.try_in_line(line, deadline),
+            None => self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once),
+        };
+        self.put_line(line);
         if result.is_err() {
             self.abandon(MonoTime::now().saturating_add(TRY_PATIENCE));
         }
         result
+    }
+
+    /// [`try_acquire`](Self::try_acquire)'s one attempt, with a place in
+    /// `line` for as long as it lasts.
+    fn try_in_line(&mut self, line: &Turnstile, deadline: MonoTime) -> Result<Acquired, Error> {
+        let ticket = line.take(self.pid);
+        let go = match ticket.map(|t| (t, line.place(t))) {
+            Some((mine, Place::Behind(_))) => match line.unstick(mine) {
+                Ahead::Nobody => Ok(false),
+                Ahead::OnlyTheHead => Ok(true),
+                Ahead::Waiters(ahead) => Err(Error::Busy(Contention::Queued { ahead, holder: None })),
+            },
+            // The head, or no place in a full line (or one that went past
+            // us at once): the lock itself decides.
+            _ => Ok(false),
+        };
+        let result = go.and_then(|seize| {
+            let acquired = self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once)?;
+            if let (true, Some(mine)) = (seize, ticket) {
+                line.seize(mine);
+            }
+            Ok(acquired)
+        });
+        match (&result, ticket) {
+            (Ok(_), _) => self.turn = ticket,
+            (Err(_), Some(mine)) => line.leave(mine),
+            (Err(_), None) => {}
+        }
+        result
+    }
+
+    /// The turnstile, out of the handle for the length of an acquisition
+    /// (which also needs the handle); `None` where waiters poll.
+    fn take_line(&mut self) -> Option<Turnstile> {
+        if matches!(&self.line, Line::Open(line) if !line.is_current()) {
+            // Deleted (a cleaner of /tmp) and perhaps made anew: the others
+            // queue in the file at the name now.
+            self.line = Line::Unopened;
+        }
+        if let Line::Unopened = self.line {
+            self.line = match self.path().ok().and_then(|path| Turnstile::open(path, self.sharing)) {
+                Some(line) => Line::Open(line),
+                None => Line::Unfair,
+            };
+        }
+        match core::mem::replace(&mut self.line, Line::Unopened) {
+            Line::Open(line) => Some(line),
+            other => {
+                self.line = other;
+                None
+            }
+        }
+    }
+
+    fn put_line(&mut self, line: Option<Turnstile>) {
+        if let Some(line) = line {
+            self.line = Line::Open(line);
+        }
+    }
+
+    /// Gives the turn this handle holds to the next in line.
+    fn pass_turn(&mut self) {
+        if let (Some(turn), Line::Open(line)) = (self.turn.take(), &self.line) {
+            // A child of fork() does not hold its parent's turn.
+            if turn.pid() == sys::getpid() {
+                line.pass(turn);
+            }
+        }
     }
 
     /// One attempt that keeps a queueing strategy's place on failure, for
@@ -212,31 +310,67 @@ impl Lock {
 
     /// Waits up to `budget` (`None`: as long as it takes) for the lock.
     /// Every wait inside, for the lock's guard included, ends by the budget.
-    /// A scheme that waits inside one call ([`Ability::TimedAcquire`])
-    /// waits there, in slices of at most [`ATTEMPT_PATIENCE`]. Otherwise,
-    /// between attempts, it waits on the strategy's own wake source, if its
-    /// scheme has one ([`Ability::OwnWake`]), or sleeps out a jittered
-    /// backoff ([`Sleep`]).
+    ///
+    /// With `fair=1` (the default) on a local file system, the wait is a
+    /// place in the lock's turnstile: first come, first served among this
+    /// library's waiters, each woken when its turn comes, and only the head
+    /// tries the lock. Whoever tries it (the head, or every waiter with
+    /// `fair=0`) waits between attempts on the strategy's own wake source,
+    /// if its scheme has one ([`Ability::OwnWake`]), or on an inotify watch
+    /// of the lock's name ([`WatchWhenBusy`]), for what the queue does not
+    /// see (a peer's tool letting go), with a jittered backoff for what no
+    /// event reports (a holder that died or expired). A scheme that waits
+    /// inside one call ([`Ability::TimedAcquire`]) waits there, in slices of
+    /// at most [`ATTEMPT_PATIENCE`].
     pub fn acquire(&mut self, budget: Option<Duration>) -> Result<Acquired, Error> {
+        self.acquire_warned(budget, None)
+    }
+
+    /// [`acquire`](Self::acquire), with warnings after `wmin` and every
+    /// `wafter` of waiting (unless `warn=0`), each told how long the caller
+    /// has waited and what stands in its way.
+    pub fn acquire_warned(
+        &mut self,
+        budget: Option<Duration>,
+        warn: Option<&mut dyn FnMut(Duration, &Contention)>,
+    ) -> Result<Acquired, Error> {
         if self.spec.scheme.supports(Ability::TimedAcquire) {
             // Each attempt waited for the lock itself: try again at once.
-            return self.acquire_with(budget, &mut AttemptsWait, None);
+            return self.acquire_with(budget, &mut AttemptsWait, warn);
         }
         if self.spec.scheme.supports(Ability::OwnWake) {
             let this = RefCell::new(self);
             let mut wake = OwnWakeOf(&this);
-            return Lock::acquire_shared(&this, budget, &mut wake, None);
+            return Lock::acquire_shared(&this, budget, &mut wake, warn);
         }
-        self.acquire_with(budget, &mut Sleep, None)
+        match self.watch_path().cloned() {
+            Some(path) => self.acquire_with(budget, &mut WatchWhenBusy::new(&path), warn),
+            None => self.acquire_with(budget, &mut Sleep, warn),
+        }
     }
 
-    /// [`acquire`](Self::acquire) with a wake source and a warning callback,
-    /// called after `wmin` and every `wafter` of waiting (unless `warn=0`).
+    /// The name whose changes tell a waiter the lock may be free: the lock's
+    /// own, but for `flock`, whose kernel lock changes no file when it is
+    /// let go: its state file, which its holder rewrites just before.
+    pub fn watch_path(&self) -> Option<&CPath> {
+        match self.spec.scheme {
+            crate::Scheme::Flock => self.guard_path(),
+            _ => self.path().ok(),
+        }
+    }
+
+    /// [`acquire_warned`](Self::acquire_warned) with a wake source of the
+    /// caller's, for the attempts at the lock itself. An error from its
+    /// `arm`, which is called at least once per [`SAFETY_SLICE`] of the
+    /// wait and after every signal, ends the wait with that error (and
+    /// gives up the place in line): that is how a wait is cancelled.
+    ///
+    /// [`SAFETY_SLICE`]: crate::turnstile::SAFETY_SLICE
     pub fn acquire_with(
         &mut self,
         budget: Option<Duration>,
         wake: &mut dyn WakeSource,
-        warn: Option<&mut dyn FnMut(Duration)>,
+        warn: Option<&mut dyn FnMut(Duration, &Contention)>,
     ) -> Result<Acquired, Error> {
         Lock::acquire_shared(&RefCell::new(self), budget, wake, warn)
     }
@@ -250,9 +384,13 @@ impl Lock {
         this: &RefCell<&mut Lock>,
         budget: Option<Duration>,
         wake: &mut dyn WakeSource,
-        warn: Option<&mut dyn FnMut(Duration)>,
+        warn: Option<&mut dyn FnMut(Duration, &Contention)>,
     ) -> Result<Acquired, Error> {
-        let Ok(lock) = this.try_borrow() else { return Err(Error::Busy(Contention::Raced)) };
+        let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
+        lock.refresh_identity()?;
+        if lock.held.is_some() {
+            return Err(Error::AlreadyHeld);
+        }
         let options = lock.spec.options;
         let warnings =
             warn.filter(|_| options.warn).map(|notify| Warnings { first: options.wmin, every: options.wafter, notify });
@@ -264,15 +402,40 @@ impl Lock {
         // A queue place is given up within the budget: the attempts leave
         // the few milliseconds that takes.
         let reserve = if lock.spec.scheme.supports(Ability::Queue) { ABANDON_RESERVE } else { Duration::ZERO };
-        drop(lock);
         let attempts_end = budget.map(|budget| start.saturating_add(budget.saturating_sub(reserve).max(budget / 2)));
-        let result = wait::wait_for(attempts_end, wake, warnings, Backoff::new(seed), || {
+        let (line, pid) = (lock.take_line(), lock.pid);
+        drop(lock);
+        let attempt = |how: Patience| {
             let now = MonoTime::now();
             let cap = now.saturating_add(ATTEMPT_PATIENCE);
             let waits_for = deadline.map(|deadline| deadline.remaining_from(now));
             let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
-            lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for, Patience::UntilDeadline)
-        });
+            let result = lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for, how);
+            if result.is_err() && how == Patience::Once {
+                // A probe keeps no queue place of the strategy's own.
+                lock.abandon(MonoTime::now().saturating_add(TRY_PATIENCE));
+            }
+            result
+        };
+        let backoff = Backoff::new(seed);
+        let result = match &line {
+            Some(line) => fair::wait_in_line(line, pid, attempts_end, wake, warnings, backoff, |how| {
+                attempt(match how {
+                    Try::AsHead => Patience::UntilDeadline,
+                    Try::Probe => Patience::Once,
+                })
+            })
+            .map(|(acquired, turn)| {
+                if let Ok(mut lock) = this.try_borrow_mut() {
+                    lock.turn = turn;
+                }
+                acquired
+            }),
+            None => wait::wait_for(attempts_end, wake, warnings, backoff, || attempt(Patience::UntilDeadline)),
+        };
+        if let Ok(mut lock) = this.try_borrow_mut() {
+            lock.put_line(line);
+        }
         if result.is_err() {
             let now = MonoTime::now();
             if let Ok(mut lock) = this.try_borrow_mut() {
@@ -301,6 +464,7 @@ impl Lock {
             None => strategy.core().release(cx, &held),
         })?;
         self.held = None;
+        self.pass_turn();
         Ok(outcome)
     }
 
@@ -319,6 +483,9 @@ impl Lock {
             ProlongOutcome::Lost => None,
             ProlongOutcome::Prolonged | ProlongOutcome::Expired => Some(held),
         };
+        if self.held.is_none() {
+            self.pass_turn();
+        }
         Ok(outcome)
     }
 
@@ -335,6 +502,7 @@ impl Lock {
         })?;
         if outcome == CommitOutcome::Lost {
             self.held = None;
+            self.pass_turn();
         }
         Ok(outcome)
     }
@@ -377,9 +545,12 @@ impl Lock {
         Ok(lock)
     }
 
-    /// Stops tracking the acquisition without releasing it.
+    /// Stops tracking the acquisition without releasing it. The turn goes
+    /// to the next in line, who waits for the lock itself as for any holder
+    /// from outside the line.
     pub fn forget(&mut self) {
         self.held = None;
+        self.pass_turn();
     }
 
     /// Reads the lock's state without taking it.
@@ -389,7 +560,25 @@ impl Lock {
         if let (Some(holder), Some(held)) = (inspection.holder.as_mut(), self.held.as_ref()) {
             holder.this_handle = holder.record.is_some_and(|rec| rec.nonce == held.nonce);
         }
+        if let Some(waiting) = self.waiting_in_line() {
+            inspection.queue_length = Some(inspection.queue_length.unwrap_or(0).max(waiting));
+        }
         Ok(inspection)
+    }
+
+    /// How many wait in the lock's turnstile behind its head, if it has
+    /// one; a look makes none.
+    fn waiting_in_line(&mut self) -> Option<u32> {
+        if let Line::Unopened = self.line {
+            let path = self.path().ok().and_then(|lock| crate::files::with_suffix(lock, crate::turnstile::SUFFIX).ok());
+            if !path.is_some_and(|path| sys::lstat(&path).is_ok()) {
+                return None;
+            }
+        }
+        let line = self.take_line();
+        let waiting = line.as_ref().map(Turnstile::waiting);
+        self.put_line(line);
+        waiting
     }
 
     /// Removes the lock whoever holds it: for an operator who knows the

@@ -163,7 +163,7 @@ macro_rules! key_named {
 /// The options every scheme takes, as the refusal of another one lists them.
 macro_rules! common_keys {
     () => {
-        "ttl, hold, stale, mode, warn, wmin, wafter"
+        "ttl, hold, stale, mode, fair, warn, wmin, wafter"
     };
 }
 

@@ -87,6 +87,11 @@ pub struct Options {
     pub format: Option<ShortText>,
     /// `ext`: suffix added to the target to name the lock file (default `.lock`).
     pub ext: Option<ShortText>,
+    /// `fair=1` (the default): this library's waiters take turns, first
+    /// come, first served, each woken when its turn comes; `fair=0` lets
+    /// every waiter try whenever it wakes, and a releaser that asks again
+    /// at once usually wins (more acquisitions per second, no fairness).
+    pub fair: bool,
     /// `warn=0` silences the waiting warnings.
     pub warn: bool,
     /// First warning after waiting this long (`wmin`, default 15 s).
@@ -107,6 +112,7 @@ impl Default for Options {
             mode: crate::trust::DEFAULT_MODE,
             format: None,
             ext: None,
+            fair: true,
             warn: true,
             wmin: Duration::from_secs(15),
             wafter: Duration::from_secs(20),
@@ -220,6 +226,7 @@ pub(crate) enum Key {
     Wmin,
     Wafter,
     Signal,
+    Fair,
 }
 
 impl Key {
@@ -236,13 +243,14 @@ impl Key {
             b"wmin" => Key::Wmin,
             b"wafter" => Key::Wafter,
             b"signal" => Key::Signal,
+            b"fair" => Key::Fair,
             _ => return None,
         })
     }
 
     /// Whether every scheme takes it (the registry lists the others).
     pub(crate) fn is_common(self) -> bool {
-        matches!(self, Key::Ttl | Key::Stale | Key::Mode | Key::Warn | Key::Wmin | Key::Wafter)
+        matches!(self, Key::Ttl | Key::Stale | Key::Mode | Key::Fair | Key::Warn | Key::Wmin | Key::Wafter)
     }
 
     fn bit(self) -> u16 {
@@ -307,6 +315,7 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
             }
             Key::Nfs => options.nfs = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
             Key::Warn => options.warn = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
+            Key::Fair => options.fair = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
             Key::Mode => options.mode = parse_mode(v).map_err(|reason| bad_value(name, reason))?,
             Key::Wmin => options.wmin = parse_duration(v).map_err(|reason| bad_value(name, reason))?,
             Key::Wafter => {

@@ -878,3 +878,118 @@ mod tests {
         assert_eq!(pidfd_send_signal(&pidfd, libc::SIGTERM), Err(Errno::ESRCH), "a reaped process's pidfd");
     }
 }
+
+/// A shared, read-write mapping of the first `len` bytes of a file: what
+/// several processes that map the same file see alike, and what futex
+/// words live in ([`futex_wait`]). Unmapped on drop.
+///
+/// The file must be at least `len` bytes long and stay so: a page past its
+/// end faults with `SIGBUS`. Only the users who may write the file can
+/// shorten it.
+pub struct SharedMapping {
+    base: core::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl SharedMapping {
+    /// `mmap(2)` with `MAP_SHARED` of `fd` (open for reading and writing)
+    /// from offset 0.
+    pub fn new(fd: &Fd, len: usize) -> SysResult<SharedMapping> {
+        // SAFETY: a fresh mapping at an address the kernel chooses; it
+        // aliases no memory of ours. The descriptor may be closed later:
+        // the mapping keeps its own reference to the file.
+        let addr = unsafe {
+            libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.0, 0)
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(Errno::last());
+        }
+        match core::ptr::NonNull::new(addr.cast::<u8>()) {
+            Some(base) => Ok(SharedMapping { base, len }),
+            None => Err(Errno::EINVAL),
+        }
+    }
+
+    /// The 32-bit word at byte `offset`, which other processes change at
+    /// any moment: to be read and written only atomically.
+    pub fn word32(&self, offset: usize) -> &core::sync::atomic::AtomicU32 {
+        assert!(offset % 4 == 0 && offset + 4 <= self.len, "word outside the mapping");
+        // SAFETY: in bounds and aligned (the mapping is page-aligned; the
+        // assertion keeps the offset aligned and inside it), valid for as
+        // long as `self`, and shared memory that every process touches only
+        // through atomics, so no reference aliases a plain access.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<core::sync::atomic::AtomicU32>() }
+    }
+
+    /// The 64-bit word at byte `offset`; as [`word32`](Self::word32).
+    pub fn word64(&self, offset: usize) -> &core::sync::atomic::AtomicU64 {
+        assert!(offset % 8 == 0 && offset + 8 <= self.len, "word outside the mapping");
+        // SAFETY: as in `word32`, with 8-byte alignment.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<core::sync::atomic::AtomicU64>() }
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, with its length; no reference
+        // into it outlives `self` (they all borrow it).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+// SAFETY: the mapping is plain shared memory, reached only through atomics.
+unsafe impl Send for SharedMapping {}
+
+/// How a [`futex_wait`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FutexWait {
+    /// A [`futex_wake`] on the word, or the word no longer held the value
+    /// expected when the wait began (`EAGAIN`): look again.
+    Woken,
+    /// The timeout passed.
+    TimedOut,
+    /// A signal handler ran (`EINTR`).
+    Interrupted,
+}
+
+/// `futex(2)` `FUTEX_WAIT` on a word of a [`SharedMapping`], across
+/// processes (never `FUTEX_PRIVATE_FLAG`): sleeps while the word holds
+/// `expected`, for at most `timeout`. The kernel compares the word and
+/// queues the caller in one step, so a wake that follows a change of the
+/// word is never lost.
+pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32, timeout: Duration) -> FutexWait {
+    let timeout = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: the word is a valid, aligned u32 for the duration of the
+    // call; a relative timespec; the other arguments are unused by WAIT.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, &timeout as *const libc::timespec)
+    };
+    if rc == 0 {
+        return FutexWait::Woken;
+    }
+    match Errno::last() {
+        Errno::EINTR => FutexWait::Interrupted,
+        Errno(libc::ETIMEDOUT) => FutexWait::TimedOut,
+        // EAGAIN: the word changed already. Anything else (EFAULT, ENOSYS)
+        // cannot come of a valid mapping: the caller looks again.
+        _ => FutexWait::Woken,
+    }
+}
+
+/// `futex(2)` `FUTEX_WAKE` of every process waiting on the word.
+pub fn futex_wake(word: &core::sync::atomic::AtomicU32) {
+    // SAFETY: the word is a valid, aligned u32; WAKE reads no other argument.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+}
+
+/// `statfs(2)`'s `f_type`: which kind of file system holds `path`.
+pub fn fs_type_of(path: &CPath) -> SysResult<i64> {
+    // SAFETY: an all-zero statfs is a valid out-buffer.
+    let mut info: libc::statfs = unsafe { core::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    retry(|| cvt(unsafe { libc::statfs(path.as_cstr().as_ptr(), &mut info) }))?;
+    Ok(info.f_type as i64)
+}

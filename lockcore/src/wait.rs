@@ -26,7 +26,7 @@
 use core::time::Duration;
 
 use crate::clock::MonoTime;
-use crate::error::{Error, FileError, FileRole};
+use crate::error::{Contention, Error, FileError, FileRole};
 use crate::sys::{self, CPath, Errno, Fd};
 
 /// How a [`WakeSource::wait`] ended.
@@ -243,6 +243,51 @@ impl WakeSource for Inotify {
     }
 }
 
+/// An [`Inotify`] made only once a wait needs one: an acquisition that finds
+/// the lock free, or its turn come, never pays for an inotify instance, and
+/// a process holding many handles keeps few of them (there are 128 per user
+/// by default). Until it is made, and where it cannot be, the waiter sleeps.
+#[derive(Debug)]
+pub struct WatchWhenBusy {
+    path: CPath,
+    watch: Option<Inotify>,
+    unavailable: bool,
+}
+
+impl WatchWhenBusy {
+    /// Will watch the name at `path` (see [`Inotify`] for which path).
+    pub fn new(path: &CPath) -> WatchWhenBusy {
+        WatchWhenBusy { path: path.clone(), watch: None, unavailable: false }
+    }
+}
+
+impl WakeSource for WatchWhenBusy {
+    fn arm(&mut self) -> Result<(), Error> {
+        match self.watch.as_mut() {
+            Some(watch) => watch.arm(),
+            None => Ok(()),
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Wake {
+        if let Some(watch) = self.watch.as_mut() {
+            return watch.wait(timeout);
+        }
+        if !self.unavailable {
+            match Inotify::new(&self.path) {
+                // Watching from now on; what happened since the attempt the
+                // watch did not see: try again at once, armed this time.
+                Ok(watch) => {
+                    self.watch = Some(watch);
+                    return Wake::Woken;
+                }
+                Err(_) => self.unavailable = true,
+            }
+        }
+        Sleep.wait(timeout)
+    }
+}
+
 /// Exponential backoff with "equal jitter": each delay is drawn from
 /// `[c/2, c)`, where the ceiling `c` starts at the first delay of its range
 /// and doubles at every [`grow`](Self::grow), up to the longest. The jitter
@@ -300,14 +345,39 @@ impl Backoff {
 }
 
 /// LockFile::Simple's warnings: the first after `first` of waiting, then one
-/// every `every`, each told how long the caller has waited so far.
+/// every `every`, each told how long the caller has waited so far and what
+/// stands in its way (the holder, a cooldown, the waiters before it).
 pub struct Warnings<'a> {
     /// How long the caller waits before the first warning.
     pub first: Duration,
     /// How long after one warning the next is due.
     pub every: Duration,
-    /// Called with the time waited so far, at each warning.
-    pub notify: &'a mut dyn FnMut(Duration),
+    /// Called at each warning with the time waited so far and what the
+    /// last attempt or look at the queue found.
+    pub notify: &'a mut dyn FnMut(Duration, &Contention),
+}
+
+impl Warnings<'_> {
+    /// When the first warning of a wait that began at `start` is due.
+    pub(crate) fn first_due(&self, start: MonoTime) -> MonoTime {
+        start.saturating_add(self.first)
+    }
+
+    /// Gives the warning due at `due`, if `now` is past it, and returns
+    /// when the next one is due.
+    pub(crate) fn give_if_due(
+        &mut self,
+        due: MonoTime,
+        now: MonoTime,
+        start: MonoTime,
+        why: &Contention,
+    ) -> MonoTime {
+        if now < due {
+            return due;
+        }
+        (self.notify)(now.since(start), why);
+        now.saturating_add(self.every)
+    }
 }
 
 impl core::fmt::Debug for Warnings<'_> {
@@ -331,7 +401,7 @@ pub fn wait_for<T>(
     mut attempt: impl FnMut() -> Result<T, Error>,
 ) -> Result<T, Error> {
     let start = MonoTime::now();
-    let mut next_warning = warnings.as_ref().map(|w| start.saturating_add(w.first));
+    let mut next_warning = warnings.as_ref().map(|w| w.first_due(start));
     loop {
         wake.arm()?;
         let contention = match attempt() {
@@ -339,11 +409,8 @@ pub fn wait_for<T>(
             other => return other,
         };
         let now = MonoTime::now();
-        if let (Some(w), Some(at)) = (warnings.as_mut(), next_warning) {
-            if now >= at {
-                (w.notify)(now.since(start));
-                next_warning = Some(now.saturating_add(w.every));
-            }
+        if let (Some(w), Some(due)) = (warnings.as_mut(), next_warning) {
+            next_warning = Some(w.give_if_due(due, now, start, &contention));
         }
         let mut delay = backoff.delay();
         if let Some(deadline) = deadline {
@@ -616,7 +683,7 @@ mod tests {
         }
         let mut storm = Storm { waits: 0, longest: Duration::ZERO };
         let mut warned = Vec::new();
-        let mut notify = |waited: Duration| warned.push(waited);
+        let mut notify = |waited: Duration, _: &Contention| warned.push(waited);
         let warnings =
             Warnings { first: Duration::from_millis(10), every: Duration::from_millis(15), notify: &mut notify };
         let start = MonoTime::now();
@@ -805,7 +872,7 @@ mod tests {
     fn warnings_come_after_first_and_then_every() {
         let mut seen = [Duration::ZERO; 8];
         let mut count = 0;
-        let mut notify = |waited: Duration| {
+        let mut notify = |waited: Duration, _: &Contention| {
             if count < seen.len() {
                 seen[count] = waited;
             }

@@ -63,7 +63,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
     ffi_export!(lock_acquire, claim(handle), |claimed| {
         let budget = (timeout_ms != LOCK_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms));
         let warning = *claimed.warning();
-        let mut notify = |waited: Duration| {
+        let mut notify = |waited: Duration, _: &lockcore::Contention| {
             if let Some(w) = warning {
                 let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
                 // SAFETY: lock_set_warning's contract: the callback and its
@@ -71,9 +71,10 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
                 unsafe { (w.callback)(w.context, waited_ms) };
             }
         };
-        let warn: Option<&mut dyn FnMut(Duration)> = if warning.is_some() { Some(&mut notify) } else { None };
+        let warn: Option<&mut dyn FnMut(Duration, &lockcore::Contention)> =
+            if warning.is_some() { Some(&mut notify) } else { None };
         let acquired = {
-            let result = claimed.lock().acquire_with(budget, &mut lockcore::wait::Sleep, warn);
+            let result = claimed.lock().acquire_warned(budget, warn);
             result.at(claimed.lock())?
         };
         claimed.release_at_exit();

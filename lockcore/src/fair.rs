@@ -1,0 +1,145 @@
+//! Waiting in line: a fair acquisition, in the lock's [`Turnstile`].
+//!
+//! [`wait_in_line`] takes a ticket, sleeps until its turn comes, and only
+//! then tries the lock, waiting for it as [`wait::wait_for`] does if a
+//! holder from outside the queue (a peer's tool, a `fair=0` caller) still
+//! has it. One loop for the whole wait, so that one deadline, one warning
+//! schedule and one cancellation (an error from the wake source's `arm`)
+//! cover the time in line and the time at its head alike.
+//!
+//! [`wait::wait_for`]: crate::wait::wait_for
+
+use crate::clock::MonoTime;
+use crate::error::{Contention, Error};
+use crate::turnstile::{Ahead, Place, Ticket, Turnstile, SAFETY_SLICE};
+use crate::wait::{Backoff, Wake, WakeSource, Warnings};
+use core::time::Duration;
+
+/// How an attempt is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Try {
+    /// By the head of the line (or by a waiter with no place in it): the
+    /// ordinary attempt, which may wait for the lock until its deadline.
+    AsHead,
+    /// By the waiter just behind a head that has not taken the lock for a
+    /// whole slice: one look, which leaves nothing behind if it fails.
+    Probe,
+}
+
+/// Waits in `line` as process `pid`, then for the lock, until `deadline`
+/// (`None`: as long as it takes), making attempts with `attempt`. On
+/// success, also the ticket whose turn it now holds (`None` if it never
+/// got one: the line was full); on failure the place is given up.
+pub(crate) fn wait_in_line<T>(
+    line: &Turnstile,
+    pid: i32,
+    deadline: Option<MonoTime>,
+    wake: &mut dyn WakeSource,
+    mut warnings: Option<Warnings<'_>>,
+    mut backoff: Backoff,
+    mut attempt: impl FnMut(Try) -> Result<T, Error>,
+) -> Result<(T, Option<Ticket>), Error> {
+    let start = MonoTime::now();
+    let mut next_warning = warnings.as_ref().map(|w| w.first_due(start));
+    let mut ticket = line.take(pid);
+    // What the queue looked like, and since when: a wait in which it does
+    // not move for a whole slice looks at who stands before it.
+    let mut seen = (ticket.map(|t| line.place(t)), start);
+    let mut contention = Contention::Queued { ahead: 0, holder: None };
+    let leave = |ticket: Option<Ticket>| {
+        if let Some(ticket) = ticket {
+            line.leave(ticket);
+        }
+    };
+    loop {
+        if let Err(cancelled) = wake.arm() {
+            leave(ticket);
+            return Err(cancelled);
+        }
+        let place = ticket.map(|t| line.place(t));
+        let now = MonoTime::now();
+        if place != seen.0 {
+            seen = (place, now);
+        }
+        let turn_due = match (ticket, place) {
+            (Some(_), Some(Place::Passed)) => {
+                // Judged gone while it waited, or the file was rewritten:
+                // a new place, looked at after the deadline's check.
+                ticket = line.take(pid);
+                seen = (ticket.map(|t| line.place(t)), now);
+                Some(now)
+            }
+            (Some(mine), Some(Place::Behind(ahead))) => {
+                contention = Contention::Queued { ahead, holder: None };
+                if now.since(seen.1) < SAFETY_SLICE {
+                    Some(seen.1.saturating_add(SAFETY_SLICE))
+                } else {
+                    seen.1 = now;
+                    match line.unstick(mine) {
+                        Ahead::Nobody => continue,
+                        Ahead::Waiters(_) => Some(now.saturating_add(SAFETY_SLICE)),
+                        Ahead::OnlyTheHead => match attempt(Try::Probe) {
+                            Ok(value) => {
+                                line.seize(mine);
+                                return Ok((value, Some(mine)));
+                            }
+                            Err(Error::Busy(why)) => {
+                                contention = why;
+                                Some(now.saturating_add(SAFETY_SLICE))
+                            }
+                            Err(e) => {
+                                line.leave(mine);
+                                return Err(e);
+                            }
+                        },
+                    }
+                }
+            }
+            // The head, or no place to be had: try the lock itself.
+            _ => match attempt(Try::AsHead) {
+                Ok(value) => return Ok((value, ticket)),
+                Err(Error::Busy(why)) => {
+                    contention = why;
+                    None
+                }
+                Err(e) => {
+                    leave(ticket);
+                    return Err(e);
+                }
+            },
+        };
+        let now = MonoTime::now();
+        if let (Some(w), Some(due)) = (warnings.as_mut(), next_warning) {
+            next_warning = Some(w.give_if_due(due, now, start, &contention));
+        }
+        if let Some(deadline) = deadline {
+            if now >= deadline {
+                leave(ticket);
+                return Err(Error::Timeout(contention));
+            }
+        }
+        // Sleep until the first of: the turn (or the slice's end), the
+        // deadline, the next warning.
+        let mut until = match turn_due {
+            Some(due) => due,
+            None => now.saturating_add(backoff.delay()),
+        };
+        until = [deadline, next_warning].into_iter().flatten().fold(until, MonoTime::min);
+        let timeout = until.remaining_from(now).max(Duration::from_micros(1));
+        match (turn_due, ticket) {
+            (Some(_), Some(mine)) => {
+                // Woken, timed out or interrupted alike: the next round
+                // looks at the queue and at the wake source.
+                let _ = line.wait(mine, timeout);
+            }
+            _ => match wake.wait(timeout) {
+                Wake::TimedOut => backoff.grow(),
+                Wake::Woken => {}
+            },
+        }
+        if ticket.is_none() {
+            ticket = line.take(pid);
+            seen = (ticket.map(|t| line.place(t)), MonoTime::now());
+        }
+    }
+}

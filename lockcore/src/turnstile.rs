@@ -1,0 +1,423 @@
+//! The turnstile: the queue in which this library's waiters for one lock
+//! take their turns, first come, first served, and are woken one at a time.
+//!
+//! It lives in a small file beside the lock (`<lock>.turnstile`), mapped
+//! shared into every process that waits, and holds two counters and a ring
+//! of slots. A waiter takes a ticket (`next`, counting up) and sleeps on a
+//! futex word of its own slot until `serving` reaches its number; then it
+//! is the head, and only the head tries the lock itself. When the holder
+//! lets the lock go, it moves `serving` on to the next live ticket and
+//! wakes that waiter alone: one wake-up per hand-off, and a releaser that
+//! asks again queues behind the others.
+//!
+//! The turnstile orders attempts; it never decides who holds the lock. The
+//! lock's own files do that, exactly as without it, so every mistake the
+//! queue can make (a waiter judged gone that was only slow, a file another
+//! user of the lock scribbled on, a queue split by a deleted file) costs a
+//! turn, never exclusion. That is why no state in it needs to be trusted,
+//! and why every waiter bounds its sleep by [`SAFETY_SLICE`]: after a slice
+//! in which the queue did not move, the waiter looks at who stands before it
+//! ([`Turnstile::unstick`]): tickets whose process has died or given up are
+//! passed over, and the waiter just behind a head that does not take the
+//! lock (killed between its turn and its attempt, stopped, holding a lock
+//! that has expired) tries the lock itself and, if it gets it, takes the
+//! head's turn ([`Turnstile::seize`]).
+//!
+//! A slot's claim word holds its ticket and the pid of the process that
+//! took it, written in one compare-and-swap, so that there is no moment in
+//! which a ticket is sold but its owner unknown. A ticket given up is kept
+//! with pid 0. Processes are judged alive by `kill(pid, 0)`: a reused pid
+//! makes a dead waiter look alive, which the slice then finds out.
+//!
+//! Only for local file systems: a futex in a file mapped on two hosts
+//! wakes nobody on the other, so on network and user-space file systems
+//! there is no turnstile and waiters poll.
+
+use core::sync::atomic::Ordering::SeqCst;
+use core::time::Duration;
+
+use crate::error::FileRole;
+use crate::files;
+use crate::sys::{self, CPath, FutexWait, SharedMapping};
+use crate::trust::Sharing;
+
+/// How long a waiter sleeps, at most, before it looks at the queue itself:
+/// the longest a killed or stopped waiter can hold up the ones behind it.
+pub const SAFETY_SLICE: Duration = Duration::from_millis(10);
+
+/// How many tickets may be out at once; a waiter that finds them all taken
+/// waits without a place (it polls).
+pub const SLOTS: u32 = 128;
+
+/// What the file's name adds to the lock's.
+pub const SUFFIX: &[u8] = b".turnstile";
+
+/// The file: a line that says what it is, then the words.
+const HEADER: &[u8] = b"turnstile 1 lockcore: a queue of waiters, binary from byte 64\n";
+const FILE_LEN: usize = 4096;
+/// Each counter on a cache line of its own.
+const NEXT_AT: usize = 64;
+const SERVING_AT: usize = 128;
+const SLOTS_AT: usize = 256;
+/// A slot: the claim (`u64`), then the futex word its waiter sleeps on.
+const SLOT_LEN: usize = 16;
+const GO_IN_SLOT: usize = 8;
+
+const _: () = assert!(HEADER.len() <= NEXT_AT && SLOTS_AT + SLOTS as usize * SLOT_LEN <= FILE_LEN);
+
+/// A place in the queue: the ticket's number and the process that took it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    number: u32,
+    pid: i32,
+}
+
+impl Ticket {
+    /// The process that took the ticket.
+    pub fn pid(self) -> i32 {
+        self.pid
+    }
+}
+
+/// Where a ticket stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Its turn: it may try the lock.
+    Head,
+    /// Behind this many tickets (the head's among them).
+    Behind(u32),
+    /// The queue went past it (it was judged gone, or its file was
+    /// rewritten): it needs a new ticket.
+    Passed,
+}
+
+/// What [`Turnstile::unstick`] found before a ticket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ahead {
+    /// Nobody live: the ticket is the head now.
+    Nobody,
+    /// Only a live head, which may not be taking the lock: the caller may
+    /// try the lock itself, and [`seize`](Turnstile::seize) the turn.
+    OnlyTheHead,
+    /// Live waiters: this many tickets stand before it.
+    Waiters(u32),
+}
+
+/// An open turnstile.
+pub struct Turnstile {
+    map: SharedMapping,
+    path: CPath,
+    /// The file mapped, to see whether the path still names it.
+    file: sys::FileStat,
+}
+
+impl core::fmt::Debug for Turnstile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Turnstile").field("path", &self.path).finish()
+    }
+}
+
+impl Turnstile {
+    /// The turnstile of the lock at `lock`, created with the lock's mode if
+    /// missing. `None` where there can be none (a file system shared with
+    /// other hosts) or where it cannot be used (a file of another format or
+    /// owner at its name, a full disk): the waiters then poll, and the lock
+    /// works as before.
+    pub fn open(lock: &CPath, sharing: Sharing) -> Option<Turnstile> {
+        let path = files::with_suffix(lock, SUFFIX).ok()?;
+        let dir = CPath::from_parts(&[lock.parent()]).ok()?;
+        if !events_reach_every_waiter(&dir) {
+            return None;
+        }
+        let initial = initial_content();
+        // Errors do not surface: without a turnstile the lock still works.
+        let (fd, file) = files::open_state_file(&path, FileRole::Guard, sharing, &initial, 0).ok()?;
+        if file.size < FILE_LEN as u64 {
+            // Shorter than ours: not one of ours, or cut short; a mapping
+            // past its end would fault.
+            return None;
+        }
+        let map = SharedMapping::new(&fd, FILE_LEN).ok()?;
+        Some(Turnstile { map, path, file })
+    }
+
+    /// Whether the path still names the file mapped: a turnstile deleted
+    /// and made anew splits the queue until every waiter has the new one.
+    pub fn is_current(&self) -> bool {
+        sys::lstat(&self.path).is_ok_and(|now| now.same_file(&self.file))
+    }
+
+    fn next(&self) -> &core::sync::atomic::AtomicU32 {
+        self.map.word32(NEXT_AT)
+    }
+
+    fn serving(&self) -> &core::sync::atomic::AtomicU32 {
+        self.map.word32(SERVING_AT)
+    }
+
+    fn claim(&self, number: u32) -> &core::sync::atomic::AtomicU64 {
+        self.map.word64(SLOTS_AT + (number % SLOTS) as usize * SLOT_LEN)
+    }
+
+    fn go(&self, number: u32) -> &core::sync::atomic::AtomicU32 {
+        self.map.word32(SLOTS_AT + (number % SLOTS) as usize * SLOT_LEN + GO_IN_SLOT)
+    }
+
+    /// Takes the next ticket for process `pid`; `None` while all
+    /// [`SLOTS`] are out.
+    pub fn take(&self, pid: i32) -> Option<Ticket> {
+        // Each round either sells a ticket or sees one sold: bounded by the
+        // other takers, and by a count for a file that lies.
+        for _ in 0..4 * SLOTS {
+            // `serving` first: it never passes `next`, so read in this order
+            // the two tell how many are out.
+            let serving = self.serving().load(SeqCst);
+            let number = self.next().load(SeqCst);
+            let out = number.wrapping_sub(serving);
+            if out > SLOTS {
+                // More out than there are slots: the counters were written
+                // by something else. Start the queue afresh; whoever had a
+                // place finds itself passed and takes a new one.
+                let _ = self.serving().compare_exchange(serving, number, SeqCst, SeqCst);
+                continue;
+            }
+            if out == SLOTS {
+                return None;
+            }
+            let claim = self.claim(number);
+            let old = claim.load(SeqCst);
+            if claim_number(old) == number {
+                // Sold to someone who has not yet moved `next`: move it for them.
+                let _ = self.next().compare_exchange(number, number.wrapping_add(1), SeqCst, SeqCst);
+                continue;
+            }
+            if claim.compare_exchange(old, claim_of(number, pid), SeqCst, SeqCst).is_ok() {
+                let _ = self.next().compare_exchange(number, number.wrapping_add(1), SeqCst, SeqCst);
+                return Some(Ticket { number, pid });
+            }
+        }
+        None
+    }
+
+    /// Where `ticket` stands now.
+    pub fn place(&self, ticket: Ticket) -> Place {
+        place_of(ticket.number, self.serving().load(SeqCst))
+    }
+
+    /// How many tickets wait behind the head (the holder, or the next to
+    /// try the lock).
+    pub fn waiting(&self) -> u32 {
+        let serving = self.serving().load(SeqCst);
+        let out = self.next().load(SeqCst).wrapping_sub(serving);
+        if out <= SLOTS {
+            out.saturating_sub(1)
+        } else {
+            0
+        }
+    }
+
+    /// Sleeps until `ticket` may have become the head, for at most
+    /// `timeout`; returns at once if it is the head already or was passed.
+    pub fn wait(&self, ticket: Ticket, timeout: Duration) -> FutexWait {
+        let go = self.go(ticket.number);
+        // Read before `serving`: a turn given after that read changes the
+        // word, and the kernel then refuses to sleep.
+        let seen = go.load(SeqCst);
+        match self.place(ticket) {
+            Place::Behind(_) => sys::futex_wait(go, seen, timeout),
+            Place::Head | Place::Passed => FutexWait::Woken,
+        }
+    }
+
+    /// The head's turn is over (it released the lock, or gave up): the next
+    /// live ticket becomes the head and is woken. Nothing if the turn was
+    /// already taken from it.
+    pub fn pass(&self, ticket: Ticket) {
+        if self.serving().compare_exchange(ticket.number, ticket.number.wrapping_add(1), SeqCst, SeqCst).is_ok() {
+            self.announce(ticket.number.wrapping_add(1), ticket.pid);
+        }
+    }
+
+    /// Gives up a place, wherever it is: the ticket is kept with no owner,
+    /// so that the turn goes past it; if the turn is already its own, it is
+    /// passed on now.
+    pub fn leave(&self, ticket: Ticket) {
+        let _ = self.claim(ticket.number).compare_exchange(
+            claim_of(ticket.number, ticket.pid),
+            claim_of(ticket.number, 0),
+            SeqCst,
+            SeqCst,
+        );
+        // Either the one who gave us the turn saw the mark and went past,
+        // or we see the turn here.
+        if self.place(ticket) == Place::Head {
+            self.pass(ticket);
+        }
+    }
+
+    /// After a slice in which the queue did not move: passes over the
+    /// tickets before `ticket` whose owner is gone, up to the first live
+    /// one, and says who stands before it now.
+    pub fn unstick(&self, ticket: Ticket) -> Ahead {
+        let head = self.serving().load(SeqCst);
+        let ahead = match place_of(ticket.number, head) {
+            Place::Behind(ahead) => ahead,
+            Place::Head | Place::Passed => return Ahead::Nobody,
+        };
+        let first_live = (0..ahead).map(|i| head.wrapping_add(i)).find(|&n| self.is_live(n, ticket.pid));
+        let Some(first_live) = first_live else {
+            // Everyone before us is gone.
+            if self.serving().compare_exchange(head, ticket.number, SeqCst, SeqCst).is_ok() {
+                return Ahead::Nobody;
+            }
+            return Ahead::Waiters(ahead);
+        };
+        if first_live != head {
+            if self.serving().compare_exchange(head, first_live, SeqCst, SeqCst).is_ok() {
+                self.wake(first_live);
+            }
+            return Ahead::Waiters(ticket.number.wrapping_sub(first_live));
+        }
+        if ahead == 1 {
+            Ahead::OnlyTheHead
+        } else {
+            Ahead::Waiters(ahead)
+        }
+    }
+
+    /// Takes the turn of the head just before `ticket`, after `ticket`'s
+    /// owner took the lock itself while that head did not: the head finds
+    /// itself passed and queues again.
+    pub fn seize(&self, ticket: Ticket) {
+        let head = ticket.number.wrapping_sub(1);
+        let _ = self.serving().compare_exchange(head, ticket.number, SeqCst, SeqCst);
+    }
+
+    /// Gives the turn to `number`, or past it while its owner is gone.
+    /// `me` is the caller's pid, alive by definition.
+    fn announce(&self, mut number: u32, me: i32) {
+        for _ in 0..SLOTS {
+            if number == self.next().load(SeqCst) {
+                // Nobody waits.
+                return;
+            }
+            if self.is_live(number, me) {
+                self.wake(number);
+                return;
+            }
+            if self.serving().compare_exchange(number, number.wrapping_add(1), SeqCst, SeqCst).is_err() {
+                return;
+            }
+            number = number.wrapping_add(1);
+        }
+    }
+
+    fn wake(&self, number: u32) {
+        let go = self.go(number);
+        go.store(number, SeqCst);
+        sys::futex_wake(go);
+    }
+
+    /// Whether ticket `number` is held by a process that lives.
+    fn is_live(&self, number: u32, me: i32) -> bool {
+        let claim = self.claim(number).load(SeqCst);
+        let pid = claim_pid(claim);
+        if claim_number(claim) != number || pid <= 0 {
+            return false;
+        }
+        pid == me || !matches!(sys::kill(pid, 0), Err(sys::Errno::ESRCH))
+    }
+}
+
+fn place_of(number: u32, serving: u32) -> Place {
+    match number.wrapping_sub(serving) {
+        0 => Place::Head,
+        ahead if ahead < SLOTS => Place::Behind(ahead),
+        _ => Place::Passed,
+    }
+}
+
+fn claim_of(number: u32, pid: i32) -> u64 {
+    (u64::from(number) << 32) | u64::from(pid as u32)
+}
+
+fn claim_number(claim: u64) -> u32 {
+    (claim >> 32) as u32
+}
+
+fn claim_pid(claim: u64) -> i32 {
+    claim as u32 as i32
+}
+
+/// A new file: the header, both counters at 0, and every slot claimed by
+/// nobody for the ticket one round before its first, so that no ticket
+/// looks sold before it is.
+fn initial_content() -> [u8; FILE_LEN] {
+    let mut bytes = [0u8; FILE_LEN];
+    bytes[..HEADER.len()].copy_from_slice(HEADER);
+    for slot in 0..SLOTS {
+        let at = SLOTS_AT + slot as usize * SLOT_LEN;
+        let unsold = claim_of(slot.wrapping_sub(SLOTS), 0);
+        bytes[at..at + 8].copy_from_slice(&unsold.to_ne_bytes());
+    }
+    bytes
+}
+
+/// Whether a futex in a file of this directory reaches every process that
+/// can wait on the lock: not on a file system other hosts share, nor on one
+/// served from user space.
+fn events_reach_every_waiter(dir: &CPath) -> bool {
+    const SHARED_WITH_OTHER_HOSTS: &[i64] = &[
+        0x6969,              // NFS
+        0x517b,              // SMB
+        0xff53_4d42,         // CIFS
+        0xfe53_4d42,         // SMB2
+        0x0102_1997,         // 9P
+        0x00c3_6400,         // Ceph
+        0x5346_414f,         // AFS
+        0x6b41_4653,         // kAFS
+        0x0116_1970,         // GFS2
+        0x7461_636f,         // OCFS2
+        0x0bd0_0bd0,         // Lustre
+        0x7375_7245,         // Coda
+        0x6573_5546,         // FUSE
+        0x4750_4653,         // GPFS
+    ];
+    match sys::fs_type_of(dir) {
+        Ok(kind) => !SHARED_WITH_OTHER_HOSTS.contains(&kind),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_count_round_the_wrap() {
+        assert_eq!(place_of(5, 5), Place::Head);
+        assert_eq!(place_of(7, 5), Place::Behind(2));
+        assert_eq!(place_of(4, 5), Place::Passed);
+        assert_eq!(place_of(2, u32::MAX), Place::Behind(3));
+        assert_eq!(place_of(5 + SLOTS, 5), Place::Passed, "further than any queue can be: a lie");
+    }
+
+    #[test]
+    fn a_claim_keeps_ticket_and_pid_apart() {
+        let claim = claim_of(0xdead_beef, 4_194_304);
+        assert_eq!((claim_number(claim), claim_pid(claim)), (0xdead_beef, 4_194_304));
+        assert_eq!(claim_pid(claim_of(3, 0)), 0);
+    }
+
+    #[test]
+    fn a_new_file_has_sold_no_ticket() {
+        let bytes = initial_content();
+        assert!(bytes.starts_with(b"turnstile "));
+        for slot in 0..SLOTS {
+            let at = SLOTS_AT + slot as usize * SLOT_LEN;
+            let claim = u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+            assert_ne!(claim_number(claim), slot, "slot {slot} looks sold");
+            assert_eq!(claim_pid(claim), 0);
+        }
+    }
+}
