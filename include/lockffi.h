@@ -173,6 +173,11 @@ typedef enum {
    */
   LOCK_TIMEOUT = 4,
   /**
+   * Acquire: the caller's cancel callback (`lock_set_cancel`) asked the
+   * wait to end; the place in line is given up and nothing is held.
+   */
+  LOCK_CANCELLED = 5,
+  /**
    * A required pointer argument was NULL.
    */
   LOCK_ERR_NULL_ARGUMENT = 100,

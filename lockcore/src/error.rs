@@ -303,6 +303,9 @@ pub enum Error {
     Busy(Contention),
     /// The wait budget ran out; what stood in the way at the end.
     Timeout(Contention),
+    /// The caller cancelled the wait (its wake source's `arm` answered
+    /// this); the place in line is given up.
+    Cancelled,
     /// The operation needs a held lock and this handle holds none.
     NotHeld,
     /// `acquire` on a handle that already holds its lock.
@@ -361,6 +364,8 @@ pub enum ErrorKind {
     Busy,
     /// [`Error::Timeout`].
     Timeout,
+    /// [`Error::Cancelled`].
+    Cancelled,
     /// [`Error::NotHeld`].
     NotHeld,
     /// [`Error::AlreadyHeld`].
@@ -399,6 +404,7 @@ impl Error {
             Error::Spec(e) => ErrorKind::Spec(e.kind),
             Error::Busy(_) => ErrorKind::Busy,
             Error::Timeout(_) => ErrorKind::Timeout,
+            Error::Cancelled => ErrorKind::Cancelled,
             Error::NotHeld => ErrorKind::NotHeld,
             Error::AlreadyHeld => ErrorKind::AlreadyHeld,
             Error::Unsupported(_) => ErrorKind::Unsupported,
@@ -572,6 +578,7 @@ impl fmt::Display for Error {
             Error::Spec(e) => write!(f, "{e}"),
             Error::Busy(why) => write!(f, "the lock is busy: {why}"),
             Error::Timeout(why) => write!(f, "the wait budget ran out: {why}"),
+            Error::Cancelled => f.write_str("the wait was cancelled by its caller"),
             Error::NotHeld => f.write_str("this handle does not hold its lock"),
             Error::AlreadyHeld => f.write_str("this handle already holds its lock"),
             Error::Unsupported(why) => write!(f, "{why}"),

@@ -10,7 +10,7 @@
 //! [`wait::wait_for`]: crate::wait::wait_for
 
 use crate::clock::MonoTime;
-use crate::error::{Contention, Error};
+use crate::error::{Contention, Error, HolderSummary};
 use crate::turnstile::{Ahead, Place, Ticket, Turnstile, SAFETY_SLICE};
 use crate::wait::{Backoff, Wake, WakeSource, Warnings};
 use core::time::Duration;
@@ -30,6 +30,9 @@ pub(crate) enum Try {
 /// (`None`: as long as it takes), making attempts with `attempt`. On
 /// success, also the ticket whose turn it now holds (`None` if it never
 /// got one: the line was full); on failure the place is given up.
+/// `holder` says who holds the lock, for a warning or a timeout that
+/// finds the caller still in line, where it has made no attempt to learn it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn wait_in_line<T>(
     line: &Turnstile,
     pid: i32,
@@ -38,6 +41,7 @@ pub(crate) fn wait_in_line<T>(
     mut warnings: Option<Warnings<'_>>,
     mut backoff: Backoff,
     mut attempt: impl FnMut(Try) -> Result<T, Error>,
+    mut holder: impl FnMut() -> Option<HolderSummary>,
 ) -> Result<(T, Option<Ticket>), Error> {
     let start = MonoTime::now();
     let mut next_warning = warnings.as_ref().map(|w| w.first_due(start));
@@ -71,8 +75,13 @@ pub(crate) fn wait_in_line<T>(
             }
             (Some(mine), Some(Place::Behind(ahead))) => {
                 contention = Contention::Queued { ahead, holder: None };
-                if now.since(seen.1) < SAFETY_SLICE {
-                    Some(seen.1.saturating_add(SAFETY_SLICE))
+                // Only the waiter just behind the head must notice a head
+                // that does not move within a slice; those further back
+                // look less often, each a slice later than the one before
+                // it, and wake only for their turn.
+                let slice = SAFETY_SLICE * ahead.clamp(1, 4);
+                if now.since(seen.1) < slice {
+                    Some(seen.1.saturating_add(slice))
                 } else {
                     seen.1 = now;
                     match line.unstick(mine) {
@@ -109,14 +118,17 @@ pub(crate) fn wait_in_line<T>(
             },
         };
         let now = MonoTime::now();
+        let warning_due = matches!((&warnings, next_warning), (Some(_), Some(due)) if now >= due);
+        let timed_out = deadline.is_some_and(|deadline| now >= deadline);
+        if let (true, Contention::Queued { ahead, holder: None }) = (warning_due || timed_out, contention) {
+            contention = Contention::Queued { ahead, holder: holder() };
+        }
         if let (Some(w), Some(due)) = (warnings.as_mut(), next_warning) {
             next_warning = Some(w.give_if_due(due, now, start, &contention));
         }
-        if let Some(deadline) = deadline {
-            if now >= deadline {
-                leave(ticket);
-                return Err(Error::Timeout(contention));
-            }
+        if timed_out {
+            leave(ticket);
+            return Err(Error::Timeout(contention));
         }
         // Sleep until the first of: the turn (or the slice's end), the
         // deadline, the next warning.

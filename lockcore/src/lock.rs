@@ -15,8 +15,8 @@ use crate::spec::{Spec, Target};
 use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, ReleaseOutcome};
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
-use crate::turnstile::{Ahead, Place, Ticket, Turnstile};
-use crate::wait::{self, Backoff, Sleep, WatchWhenBusy, Wake, WakeSource, Warnings};
+use crate::turnstile::{Ahead, Ticket, Turnstile, Unusable};
+use crate::wait::{self, Backoff, Sleep, Wake, WakeSource, Warnings, WatchWhenBusy};
 
 /// How long `try_acquire` may wait for the file that orders the lock's
 /// changes (its guard, lease or queue), which its holders keep for a few
@@ -190,7 +190,7 @@ impl Lock {
     pub fn try_acquire(&mut self) -> Result<Acquired, Error> {
         let deadline = MonoTime::now().saturating_add(TRY_PATIENCE);
         self.refresh_identity()?;
-        let line = self.take_line();
+        let line = self.take_line(false);
         let result = match &line {
             Some(line) => self.try_in_line(line, deadline),
             None => self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once),
@@ -202,48 +202,36 @@ impl Lock {
         result
     }
 
-    /// [`try_acquire`](Self::try_acquire)'s one attempt, with a place in
-    /// `line` for as long as it lasts.
+    /// [`try_acquire`](Self::try_acquire)'s one attempt, behind nobody in
+    /// `line`: a ticket is taken only with the lock.
     fn try_in_line(&mut self, line: &Turnstile, deadline: MonoTime) -> Result<Acquired, Error> {
-        let ticket = line.take(self.pid);
-        let go = match ticket.map(|t| (t, line.place(t))) {
-            Some((mine, Place::Behind(_))) => match line.unstick(mine) {
-                Ahead::Nobody => Ok(false),
-                Ahead::OnlyTheHead => Ok(true),
-                Ahead::Waiters(ahead) => Err(Error::Busy(Contention::Queued { ahead, holder: None })),
-            },
-            // The head, or no place in a full line (or one that went past
-            // us at once): the lock itself decides.
-            _ => Ok(false),
-        };
-        let result = go.and_then(|seize| {
-            let acquired = self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once)?;
-            if let (true, Some(mine)) = (seize, ticket) {
-                line.seize(mine);
-            }
-            Ok(acquired)
-        });
-        match (&result, ticket) {
-            (Ok(_), _) => self.turn = ticket,
-            (Err(_), Some(mine)) => line.leave(mine),
-            (Err(_), None) => {}
+        if let Ahead::Waiters(ahead) = line.look(self.pid) {
+            return Err(Error::Busy(Contention::Queued { ahead, holder: None }));
         }
-        result
+        let acquired = self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once)?;
+        self.turn = line.take_turn(self.pid);
+        Ok(acquired)
     }
 
     /// The turnstile, out of the handle for the length of an acquisition
-    /// (which also needs the handle); `None` where waiters poll.
-    fn take_line(&mut self) -> Option<Turnstile> {
+    /// (which also needs the handle); `None` where waiters poll, or where
+    /// there is none yet and `create` is false.
+    fn take_line(&mut self, create: bool) -> Option<Turnstile> {
         if matches!(&self.line, Line::Open(line) if !line.is_current()) {
             // Deleted (a cleaner of /tmp) and perhaps made anew: the others
             // queue in the file at the name now.
             self.line = Line::Unopened;
         }
         if let Line::Unopened = self.line {
-            self.line = match self.path().ok().and_then(|path| Turnstile::open(path, self.sharing)) {
-                Some(line) => Line::Open(line),
-                None => Line::Unfair,
+            let Ok(path) = self.path() else {
+                self.line = Line::Unfair;
+                return None;
             };
+            match Turnstile::open(path, self.sharing, create) {
+                Ok(line) => self.line = Line::Open(line),
+                Err(Unusable::Missing) => return None,
+                Err(Unusable::Never) => self.line = Line::Unfair,
+            }
         }
         match core::mem::replace(&mut self.line, Line::Unopened) {
             Line::Open(line) => Some(line),
@@ -403,35 +391,61 @@ impl Lock {
         // the few milliseconds that takes.
         let reserve = if lock.spec.scheme.supports(Ability::Queue) { ABANDON_RESERVE } else { Duration::ZERO };
         let attempts_end = budget.map(|budget| start.saturating_add(budget.saturating_sub(reserve).max(budget / 2)));
-        let (line, pid) = (lock.take_line(), lock.pid);
+        let (mut line, pid) = (lock.take_line(false), lock.pid);
+        let first_waiter = line.is_none() && matches!(lock.line, Line::Unopened);
         drop(lock);
-        let attempt = |how: Patience| {
+        // `keep_place`: whether a failed attempt keeps the strategy's own
+        // queue place (`toplock`) for the next. Only a wait outside the
+        // turnstile keeps one: in line, the turnstile is the queue, and a
+        // place kept by a waiter that is no longer the head would stand
+        // before the new head in the strategy's queue while its owner waits
+        // for that head in the turnstile.
+        let attempt = |how: Patience, keep_place: bool| {
             let now = MonoTime::now();
             let cap = now.saturating_add(ATTEMPT_PATIENCE);
             let waits_for = deadline.map(|deadline| deadline.remaining_from(now));
             let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
             let result = lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for, how);
-            if result.is_err() && how == Patience::Once {
-                // A probe keeps no queue place of the strategy's own.
+            if result.is_err() && !keep_place {
                 lock.abandon(MonoTime::now().saturating_add(TRY_PATIENCE));
             }
             result
         };
         let backoff = Backoff::new(seed);
-        let result = match &line {
-            Some(line) => fair::wait_in_line(line, pid, attempts_end, wake, warnings, backoff, |how| {
-                attempt(match how {
-                    Try::AsHead => Patience::UntilDeadline,
-                    Try::Probe => Patience::Once,
-                })
-            })
+        // Nobody has waited for this lock yet: one attempt first, and only a
+        // caller that must wait makes the turnstile.
+        let first = first_waiter.then(|| attempt(Patience::UntilDeadline, false));
+        let must_wait = matches!(first, None | Some(Err(Error::Busy(_))));
+        if first.is_some() && must_wait {
+            line = this.try_borrow_mut().ok().and_then(|mut lock| lock.take_line(true));
+        }
+        let result = match (first, &line) {
+            (Some(done), _) if !must_wait => done,
+            (_, Some(line)) => fair::wait_in_line(
+                line,
+                pid,
+                attempts_end,
+                wake,
+                warnings,
+                backoff,
+                |how| {
+                    let patience = match how {
+                        Try::AsHead => Patience::UntilDeadline,
+                        Try::Probe => Patience::Once,
+                    };
+                    attempt(patience, false)
+                },
+                || this.try_borrow_mut().ok().and_then(|mut lock| lock.holder_summary()),
+            )
             .map(|(acquired, turn)| {
                 if let Ok(mut lock) = this.try_borrow_mut() {
                     lock.turn = turn;
                 }
                 acquired
             }),
-            None => wait::wait_for(attempts_end, wake, warnings, backoff, || attempt(Patience::UntilDeadline)),
+            (_, None) => {
+                wait::wait_for(attempts_end, wake, warnings, backoff, || attempt(Patience::UntilDeadline, true))
+            }
         };
         if let Ok(mut lock) = this.try_borrow_mut() {
             lock.put_line(line);
@@ -566,16 +580,18 @@ impl Lock {
         Ok(inspection)
     }
 
+    /// Who holds the lock, by a look that takes nothing, for a waiter in
+    /// line that has made no attempt to learn it.
+    fn holder_summary(&mut self) -> Option<crate::error::HolderSummary> {
+        let deadline = MonoTime::now().saturating_add(TRY_PATIENCE);
+        let inspection = self.run(deadline, |strategy, cx| strategy.core().inspect(cx)).ok()?;
+        inspection.holder.map(|holder| holder.summary())
+    }
+
     /// How many wait in the lock's turnstile behind its head, if it has
     /// one; a look makes none.
     fn waiting_in_line(&mut self) -> Option<u32> {
-        if let Line::Unopened = self.line {
-            let path = self.path().ok().and_then(|lock| crate::files::with_suffix(lock, crate::turnstile::SUFFIX).ok());
-            if !path.is_some_and(|path| sys::lstat(&path).is_ok()) {
-                return None;
-            }
-        }
-        let line = self.take_line();
+        let line = self.take_line(false);
         let waiting = line.as_ref().map(Turnstile::waiting);
         self.put_line(line);
         waiting

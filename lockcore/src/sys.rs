@@ -937,8 +937,11 @@ impl Drop for SharedMapping {
     }
 }
 
-// SAFETY: the mapping is plain shared memory, reached only through atomics.
+// SAFETY: the mapping is plain shared memory, reached only through atomics
+// (`word32`, `word64`), which any thread may use at any time.
 unsafe impl Send for SharedMapping {}
+// SAFETY: as for Send: `&SharedMapping` hands out nothing but atomics.
+unsafe impl Sync for SharedMapping {}
 
 /// How a [`futex_wait`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

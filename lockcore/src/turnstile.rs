@@ -103,6 +103,15 @@ pub enum Ahead {
     Waiters(u32),
 }
 
+/// Why a lock has no turnstile to wait in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unusable {
+    /// None yet: nobody has had to wait.
+    Missing,
+    /// None to be had here.
+    Never,
+}
+
 /// An open turnstile.
 pub struct Turnstile {
     map: SharedMapping,
@@ -118,27 +127,39 @@ impl core::fmt::Debug for Turnstile {
 }
 
 impl Turnstile {
-    /// The turnstile of the lock at `lock`, created with the lock's mode if
-    /// missing. `None` where there can be none (a file system shared with
-    /// other hosts) or where it cannot be used (a file of another format or
-    /// owner at its name, a full disk): the waiters then poll, and the lock
-    /// works as before.
-    pub fn open(lock: &CPath, sharing: Sharing) -> Option<Turnstile> {
-        let path = files::with_suffix(lock, SUFFIX).ok()?;
-        let dir = CPath::from_parts(&[lock.parent()]).ok()?;
+    /// The turnstile of the lock at `lock`; with `create`, made with the
+    /// lock's mode if missing (only a waiter that found the lock held makes
+    /// it: a lock whose files are not to be trusted gets nothing new beside
+    /// it). [`Unusable::Missing`] if it is not there and not to be made;
+    /// [`Unusable::Never`] where there can be none (a file system shared
+    /// with other hosts) or where it cannot be used (a file of another
+    /// format or owner at its name, a full disk): the waiters then poll, and
+    /// the lock works as before.
+    pub fn open(lock: &CPath, sharing: Sharing, create: bool) -> Result<Turnstile, Unusable> {
+        let path = files::with_suffix(lock, SUFFIX).map_err(|_| Unusable::Never)?;
+        if !create && matches!(sys::lstat(&path), Err(sys::Errno::ENOENT)) {
+            return Err(Unusable::Missing);
+        }
+        let dir = CPath::from_parts(&[lock.parent()]).map_err(|_| Unusable::Never)?;
         if !events_reach_every_waiter(&dir) {
-            return None;
+            return Err(Unusable::Never);
         }
         let initial = initial_content();
         // Errors do not surface: without a turnstile the lock still works.
-        let (fd, file) = files::open_state_file(&path, FileRole::Guard, sharing, &initial, 0).ok()?;
+        let (fd, file) = files::open_state_file(&path, FileRole::Guard, sharing, &initial, 0).map_err(|e| {
+            match e.kind() {
+                // The directory is missing: the attempt says so.
+                crate::error::ErrorKind::NotFound => Unusable::Missing,
+                _ => Unusable::Never,
+            }
+        })?;
         if file.size < FILE_LEN as u64 {
             // Shorter than ours: not one of ours, or cut short; a mapping
             // past its end would fault.
-            return None;
+            return Err(Unusable::Never);
         }
-        let map = SharedMapping::new(&fd, FILE_LEN).ok()?;
-        Some(Turnstile { map, path, file })
+        let map = SharedMapping::new(&fd, FILE_LEN).map_err(|_| Unusable::Never)?;
+        Ok(Turnstile { map, path, file })
     }
 
     /// Whether the path still names the file mapped: a turnstile deleted
@@ -264,33 +285,62 @@ impl Turnstile {
             Place::Behind(ahead) => ahead,
             Place::Head | Place::Passed => return Ahead::Nobody,
         };
-        let first_live = (0..ahead).map(|i| head.wrapping_add(i)).find(|&n| self.is_live(n, ticket.pid));
-        let Some(first_live) = first_live else {
+        let mut live = (0..ahead).map(|i| head.wrapping_add(i)).filter(|&n| self.is_live(n, ticket.pid));
+        let Some(first_live) = live.next() else {
             // Everyone before us is gone.
-            if self.serving().compare_exchange(head, ticket.number, SeqCst, SeqCst).is_ok() {
-                return Ahead::Nobody;
-            }
-            return Ahead::Waiters(ahead);
+            return match self.serving().compare_exchange(head, ticket.number, SeqCst, SeqCst) {
+                Ok(_) => Ahead::Nobody,
+                Err(_) => Ahead::Waiters(ahead),
+            };
         };
-        if first_live != head {
-            if self.serving().compare_exchange(head, first_live, SeqCst, SeqCst).is_ok() {
-                self.wake(first_live);
-            }
-            return Ahead::Waiters(ticket.number.wrapping_sub(first_live));
+        let behind_it = live.count() as u32;
+        if first_live != head && self.serving().compare_exchange(head, first_live, SeqCst, SeqCst).is_ok() {
+            self.wake(first_live);
         }
-        if ahead == 1 {
-            Ahead::OnlyTheHead
-        } else {
-            Ahead::Waiters(ahead)
+        match behind_it {
+            0 => Ahead::OnlyTheHead,
+            more => Ahead::Waiters(more + 1),
         }
     }
 
-    /// Takes the turn of the head just before `ticket`, after `ticket`'s
-    /// owner took the lock itself while that head did not: the head finds
-    /// itself passed and queues again.
+    /// Who stands in line, as a newcomer would find it: for a caller that
+    /// will not wait, and takes no ticket unless it gets the lock.
+    pub fn look(&self, me: i32) -> Ahead {
+        let head = self.serving().load(SeqCst);
+        let out = self.next().load(SeqCst).wrapping_sub(head);
+        if out > SLOTS {
+            return Ahead::Nobody;
+        }
+        match (0..out).filter(|&i| self.is_live(head.wrapping_add(i), me)).count() as u32 {
+            0 => Ahead::Nobody,
+            1 => Ahead::OnlyTheHead,
+            live => Ahead::Waiters(live),
+        }
+    }
+
+    /// A ticket whose turn it is at once, for a caller that has just taken
+    /// the lock without waiting in line ([`look`](Self::look) found nobody
+    /// live, or a head that did not have the lock): whoever still stood
+    /// before it finds itself passed. `None` while all slots are out.
+    pub fn take_turn(&self, pid: i32) -> Option<Ticket> {
+        let ticket = self.take(pid)?;
+        self.seize(ticket);
+        Some(ticket)
+    }
+
+    /// Makes `ticket` the head, over whoever stands before it, after its
+    /// owner took the lock itself: [`unstick`](Self::unstick) found only a
+    /// head that did not take it, or nobody live. Those passed queue again.
     pub fn seize(&self, ticket: Ticket) {
-        let head = ticket.number.wrapping_sub(1);
-        let _ = self.serving().compare_exchange(head, ticket.number, SeqCst, SeqCst);
+        for _ in 0..SLOTS {
+            let head = self.serving().load(SeqCst);
+            if !matches!(place_of(ticket.number, head), Place::Behind(_)) {
+                return;
+            }
+            if self.serving().compare_exchange(head, ticket.number, SeqCst, SeqCst).is_ok() {
+                return;
+            }
+        }
     }
 
     /// Gives the turn to `number`, or past it while its owner is gone.
@@ -368,20 +418,20 @@ fn initial_content() -> [u8; FILE_LEN] {
 /// served from user space.
 fn events_reach_every_waiter(dir: &CPath) -> bool {
     const SHARED_WITH_OTHER_HOSTS: &[i64] = &[
-        0x6969,              // NFS
-        0x517b,              // SMB
-        0xff53_4d42,         // CIFS
-        0xfe53_4d42,         // SMB2
-        0x0102_1997,         // 9P
-        0x00c3_6400,         // Ceph
-        0x5346_414f,         // AFS
-        0x6b41_4653,         // kAFS
-        0x0116_1970,         // GFS2
-        0x7461_636f,         // OCFS2
-        0x0bd0_0bd0,         // Lustre
-        0x7375_7245,         // Coda
-        0x6573_5546,         // FUSE
-        0x4750_4653,         // GPFS
+        0x6969,      // NFS
+        0x517b,      // SMB
+        0xff53_4d42, // CIFS
+        0xfe53_4d42, // SMB2
+        0x0102_1997, // 9P
+        0x00c3_6400, // Ceph
+        0x5346_414f, // AFS
+        0x6b41_4653, // kAFS
+        0x0116_1970, // GFS2
+        0x7461_636f, // OCFS2
+        0x0bd0_0bd0, // Lustre
+        0x7375_7245, // Coda
+        0x6573_5546, // FUSE
+        0x4750_4653, // GPFS
     ];
     match sys::fs_type_of(dir) {
         Ok(kind) => !SHARED_WITH_OTHER_HOSTS.contains(&kind),
@@ -392,6 +442,150 @@ fn events_reach_every_waiter(dir: &CPath) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::format;
+    use std::path::PathBuf;
+
+    /// A turnstile in a fresh directory, and a second mapping of the same
+    /// file, as another process would have.
+    struct Pair {
+        dir: PathBuf,
+        one: Turnstile,
+        other: Turnstile,
+    }
+
+    impl Drop for Pair {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn pair(name: &str) -> Pair {
+        let dir = std::env::temp_dir().join(format!("lockcore-turnstile-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let lock = CPath::from_parts(&[dir.join("lock").as_os_str().as_encoded_bytes()]).unwrap();
+        let sharing = Sharing::new(0o600);
+        assert_eq!(Turnstile::open(&lock, sharing, false).map(drop), Err(Unusable::Missing));
+        let one = Turnstile::open(&lock, sharing, true).expect("a turnstile on a local file system");
+        let other = Turnstile::open(&lock, sharing, false).unwrap();
+        Pair { dir, one, other }
+    }
+
+    fn me() -> i32 {
+        std::process::id() as i32
+    }
+
+    /// The pid of a process that has exited and been reaped.
+    fn dead_pid() -> i32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn turns_come_in_ticket_order_across_mappings() {
+        let p = pair("order");
+        let a = p.one.take(me()).unwrap();
+        let b = p.other.take(me()).unwrap();
+        let c = p.one.take(me()).unwrap();
+        assert_eq!(
+            [p.other.place(a), p.one.place(b), p.other.place(c)],
+            [Place::Head, Place::Behind(1), Place::Behind(2)]
+        );
+        assert_eq!(p.one.waiting(), 2);
+        p.one.pass(a);
+        assert_eq!(
+            [p.other.place(a), p.other.place(b), p.other.place(c)],
+            [Place::Passed, Place::Head, Place::Behind(1)]
+        );
+        p.other.pass(a);
+        assert_eq!(p.one.place(b), Place::Head, "a turn passed twice moves once");
+        p.other.leave(b);
+        assert_eq!(p.one.place(c), Place::Head, "a head that gives up passes the turn on");
+        p.one.pass(c);
+        assert_eq!(p.one.waiting(), 0);
+    }
+
+    #[test]
+    fn the_turn_goes_past_those_who_gave_up_or_died() {
+        let p = pair("skip");
+        let head = p.one.take(me()).unwrap();
+        let gave_up = p.one.take(me()).unwrap();
+        let died = p.other.take(dead_pid()).unwrap();
+        let live = p.other.take(me()).unwrap();
+        p.one.leave(gave_up);
+        assert_eq!(p.one.place(live), Place::Behind(3), "places are not given back");
+        p.other.pass(head);
+        assert_eq!(p.one.place(live), Place::Head);
+        assert_eq!(p.one.place(died), Place::Passed);
+    }
+
+    #[test]
+    fn a_stalled_line_is_looked_at_by_the_one_behind() {
+        let p = pair("unstick");
+        let dead_head = p.one.take(dead_pid()).unwrap();
+        let mine = p.other.take(me()).unwrap();
+        assert_eq!(p.other.unstick(mine), Ahead::Nobody, "a dead head is passed over");
+        assert_eq!(p.one.place(mine), Place::Head);
+        assert_eq!(p.one.place(dead_head), Place::Passed);
+
+        let behind = p.one.take(me()).unwrap();
+        assert_eq!(p.one.unstick(behind), Ahead::OnlyTheHead, "a live head that may not be taking the lock");
+        p.one.seize(behind);
+        assert_eq!(p.other.place(behind), Place::Head);
+        assert_eq!(p.other.place(mine), Place::Passed, "the head it went past queues again");
+    }
+
+    #[test]
+    fn a_look_counts_the_live_only() {
+        let p = pair("look");
+        assert_eq!(p.one.look(me()), Ahead::Nobody);
+        let head = p.one.take(me()).unwrap();
+        assert_eq!(p.other.look(me()), Ahead::OnlyTheHead);
+        let gone = p.one.take(me()).unwrap();
+        p.one.leave(gone);
+        let _dead = p.one.take(dead_pid()).unwrap();
+        assert_eq!(p.other.look(me()), Ahead::OnlyTheHead, "the gone and the dead are nobody");
+        let _waiter = p.one.take(me()).unwrap();
+        assert_eq!(p.other.look(me()), Ahead::Waiters(2));
+        let taken = p.other.take_turn(me()).unwrap();
+        assert_eq!(p.one.place(taken), Place::Head);
+        assert_eq!(p.one.place(head), Place::Passed);
+    }
+
+    #[test]
+    fn a_full_line_gives_no_place_and_a_lying_one_starts_afresh() {
+        let p = pair("full");
+        let tickets: std::vec::Vec<Ticket> = (0..SLOTS).map(|_| p.one.take(me()).unwrap()).collect();
+        assert_eq!(p.other.take(me()), None, "every slot is out");
+        p.one.pass(tickets[0]);
+        assert!(p.other.take(me()).is_some(), "a slot again once the head passed");
+        // Counters no queue can have: more out than there are slots.
+        p.one.next().store(p.one.serving().load(SeqCst).wrapping_add(SLOTS * 3), SeqCst);
+        let fresh = p.other.take(me()).expect("a place in a line started afresh");
+        assert_eq!(p.one.place(fresh), Place::Head);
+        assert_eq!(p.one.place(tickets[5]), Place::Passed);
+    }
+
+    #[test]
+    fn a_waiter_sleeps_until_its_turn_is_given() {
+        let p = pair("wake");
+        let head = p.one.take(me()).unwrap();
+        let waiter = p.other.take(me()).unwrap();
+        std::thread::scope(|scope| {
+            let sleeper = scope.spawn(|| {
+                // Woken by the pass, or by the long timeout on a very slow
+                // machine: either way the place must then be the head.
+                while p.other.place(waiter) != Place::Head {
+                    p.other.wait(waiter, Duration::from_secs(5));
+                }
+            });
+            p.one.pass(head);
+            sleeper.join().unwrap();
+        });
+        assert_eq!(p.other.wait(waiter, Duration::from_secs(60)), FutexWait::Woken, "the head does not sleep");
+    }
 
     #[test]
     fn places_count_round_the_wrap() {

@@ -365,13 +365,7 @@ impl Warnings<'_> {
 
     /// Gives the warning due at `due`, if `now` is past it, and returns
     /// when the next one is due.
-    pub(crate) fn give_if_due(
-        &mut self,
-        due: MonoTime,
-        now: MonoTime,
-        start: MonoTime,
-        why: &Contention,
-    ) -> MonoTime {
+    pub(crate) fn give_if_due(&mut self, due: MonoTime, now: MonoTime, start: MonoTime, why: &Contention) -> MonoTime {
         if now < due {
             return due;
         }

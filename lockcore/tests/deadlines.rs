@@ -318,7 +318,10 @@ impl WakeSource for FloodOnFirstWait<'_> {
 #[test]
 fn a_flood_that_starts_while_an_acquire_waits_does_not_stretch_it() {
     each_scheme_at_once("deadlines-flood-later", |scheme, dir| {
-        let (spec, mut holder) = made_lock(scheme, dir.path(), "ttl=1h");
+        // The wake source's first wait starts the flood: with `fair=0`, so
+        // that the waiter makes its attempts (and its waits) at once, not
+        // after its turn in the line.
+        let (spec, mut holder) = made_lock(scheme, dir.path(), "ttl=1h&fair=0");
         holder.try_acquire().unwrap();
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();

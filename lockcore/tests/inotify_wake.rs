@@ -8,6 +8,10 @@
 //! not wake it, or it would poll as fast as it can: only `toplock`'s first,
 //! which joins the queue and so changes the queue file, wakes it, once.
 //!
+//! These are the waits between attempts at the lock itself, which a
+//! waiter in the turnstile makes only once it is the head: the specs say
+//! `fair=0`, so that every wait is one.
+//!
 //! The watched path is the lock's own, but for `flock`: letting go of its
 //! kernel lock changes no file, so the waiter watches its state file,
 //! which the holder rewrites just before.
@@ -56,7 +60,7 @@ impl WakeSource for Noting<'_> {
 #[test]
 fn a_release_between_an_attempt_and_the_wait_wakes_the_waiter() {
     each_scheme("inotify-release", |scheme, dir| {
-        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let spec = scheme.spec(dir.path(), "ttl=1h&fair=0");
         let mut holder = open_lock(&spec);
         holder.try_acquire().unwrap();
         let mut waiter = open_lock(&spec);
@@ -74,7 +78,7 @@ fn a_release_between_an_attempt_and_the_wait_wakes_the_waiter() {
 #[test]
 fn a_waiters_own_attempts_do_not_wake_it() {
     each_scheme("inotify-quiet", |scheme, dir| {
-        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let spec = scheme.spec(dir.path(), "ttl=1h&fair=0");
         let mut holder = open_lock(&spec);
         holder.try_acquire().unwrap();
         let mut waiter = open_lock(&spec);

@@ -107,6 +107,8 @@ pub fn code_of(error: &Error) -> u8 {
             Error::Busy(Contention::GuardHeld) | Error::Timeout(Contention::GuardHeld) => TEMP_FAIL,
             _ => CONFLICT,
         },
+        // A wait ended by a signal; lockctl reports the signal itself.
+        ErrorKind::Cancelled => TEMP_FAIL,
         ErrorKind::Unsupported => UNAVAILABLE,
         ErrorKind::NotFound | ErrorKind::NotADirectory => NO_INPUT,
         ErrorKind::PermissionDenied if errno == Some(libc::EROFS) => CANT_CREATE,

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use lockcore::wait::{Wake, WakeSource};
-use lockcore::{Ability, Acquired, Errno, Error, Lock, ReleaseOutcome, Spec};
+use lockcore::{Ability, Acquired, Error, Lock, ReleaseOutcome, Spec};
 use lockstd::{Lapse, StartError, Watchdog};
 
 use crate::args::{self, signal_name, Arg, Args};
@@ -305,7 +305,7 @@ struct Interruptible<'a> {
 impl WakeSource for Interruptible<'_> {
     fn arm(&mut self) -> Result<(), Error> {
         if self.signals.received().is_some() {
-            return Err(Error::Os(Errno(libc::EINTR)));
+            return Err(Error::Cancelled);
         }
         self.inner.arm()
     }

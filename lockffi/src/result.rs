@@ -61,6 +61,9 @@ pub enum lock_result {
     LOCK_BUSY = 3,
     /// Acquire: the wait budget ran out before the lock was free.
     LOCK_TIMEOUT = 4,
+    /// Acquire: the caller's cancel callback (`lock_set_cancel`) asked the
+    /// wait to end; the place in line is given up and nothing is held.
+    LOCK_CANCELLED = 5,
 
     /// A required pointer argument was NULL.
     LOCK_ERR_NULL_ARGUMENT = 100,
@@ -210,6 +213,7 @@ code_table! {
     LOCK_LOST: c"the lock was lost: someone else holds it now", outcome(Lost, Lost, Lost);
     LOCK_BUSY: c"the lock is held by someone else, cooling down, or its guard is held", kind(ErrorKind::Busy);
     LOCK_TIMEOUT: c"the wait budget ran out before the lock was free", kind(ErrorKind::Timeout);
+    LOCK_CANCELLED: c"the wait was cancelled by its caller", kind(ErrorKind::Cancelled);
     LOCK_ERR_NULL_ARGUMENT: c"a required pointer argument is NULL";
     LOCK_ERR_NOT_HELD: c"this handle does not hold its lock", kind(ErrorKind::NotHeld);
     LOCK_ERR_ALREADY_HELD: c"this handle already holds its lock", kind(ErrorKind::AlreadyHeld);
@@ -273,6 +277,7 @@ mod tests {
         assert_eq!(LOCK_OK as i32, 0);
         assert_eq!(LOCK_LOST as i32, 2);
         assert_eq!(LOCK_TIMEOUT as i32, 4);
+        assert_eq!(LOCK_CANCELLED as i32, 5);
         assert_eq!(LOCK_ERR_NULL_ARGUMENT as i32, 100);
         assert_eq!(LOCK_ERR_SPEC_SYNTAX as i32, 200);
         assert_eq!(LOCK_ERR_SYSTEM as i32, 307);
