@@ -39,11 +39,15 @@ static bool only_entries(const char *dir, const char *allowed[]) {
     return true;
 }
 
-/* After every lock is released: only the guard and a lock path that stays
- * (flock's target, the lease, the queue) may remain. */
+/* After every lock is released: only the guard, a lock path that stays
+ * (flock's target, the lease, the queue) and the turnstile its waiters
+ * queued in (`<lock>.turnstile`, made once someone had to wait) may remain. */
 static bool no_litter(const struct strategy *s, const char *dir) {
-    const char *allowed[3] = {NULL, NULL, NULL};
+    const char *allowed[4] = {NULL, NULL, NULL, NULL};
     size_t n = 0;
+    char turnstile[256];
+    snprintf(turnstile, sizeof turnstile, "%s.turnstile", s->lock_name);
+    allowed[n++] = turnstile;
     if (s->guard_name != NULL) allowed[n++] = s->guard_name;
     if (s->lock_file_stays) allowed[n++] = s->lock_name;
     return only_entries(dir, allowed);

@@ -83,6 +83,7 @@ HARNESS_UNUSED static const char *rc_name(int code) {
     case LOCK_LOST: return "LOCK_LOST";
     case LOCK_BUSY: return "LOCK_BUSY";
     case LOCK_TIMEOUT: return "LOCK_TIMEOUT";
+    case LOCK_CANCELLED: return "LOCK_CANCELLED";
     case LOCK_ERR_NULL_ARGUMENT: return "LOCK_ERR_NULL_ARGUMENT";
     case LOCK_ERR_NOT_HELD: return "LOCK_ERR_NOT_HELD";
     case LOCK_ERR_ALREADY_HELD: return "LOCK_ERR_ALREADY_HELD";
@@ -121,6 +122,7 @@ HARNESS_UNUSED static const lock_result ALL_CODES[] = {
     LOCK_LOST,
     LOCK_BUSY,
     LOCK_TIMEOUT,
+    LOCK_CANCELLED,
     LOCK_ERR_NULL_ARGUMENT,
     LOCK_ERR_NOT_HELD,
     LOCK_ERR_ALREADY_HELD,

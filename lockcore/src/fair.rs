@@ -32,6 +32,8 @@ pub(crate) enum Try {
 /// got one: the line was full); on failure the place is given up.
 /// `holder` says who holds the lock, for a warning or a timeout that
 /// finds the caller still in line, where it has made no attempt to learn it.
+/// `window`: how long after a turn ends the next head leaves the lock to
+/// tools that do not wait in line (`window=`; zero: not at all).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wait_in_line<T>(
     line: &Turnstile,
@@ -40,6 +42,7 @@ pub(crate) fn wait_in_line<T>(
     wake: &mut dyn WakeSource,
     mut warnings: Option<Warnings<'_>>,
     mut backoff: Backoff,
+    window: Duration,
     mut attempt: impl FnMut(Try) -> Result<T, Error>,
     mut holder: impl FnMut() -> Option<HolderSummary>,
 ) -> Result<(T, Option<Ticket>), Error> {
@@ -55,6 +58,7 @@ pub(crate) fn wait_in_line<T>(
             line.leave(ticket);
         }
     };
+    let mut window_until = None;
     loop {
         if let Err(cancelled) = wake.arm() {
             leave(ticket);
@@ -104,6 +108,12 @@ pub(crate) fn wait_in_line<T>(
                     }
                 }
             }
+            // The head, while the window after the last turn is still
+            // open to tools outside the line: not yet.
+            _ if line.window_open_until(window).is_some_and(|until| now < until) => {
+                window_until = line.window_open_until(window);
+                None
+            }
             // The head, or no place to be had: try the lock itself.
             _ => match attempt(Try::AsHead) {
                 Ok(value) => return Ok((value, ticket)),
@@ -132,9 +142,9 @@ pub(crate) fn wait_in_line<T>(
         }
         // Sleep until the first of: the turn (or the slice's end), the
         // deadline, the next warning.
-        let mut until = match turn_due {
-            Some(due) => due,
-            None => now.saturating_add(backoff.delay()),
+        let mut until = match (turn_due, window_until) {
+            (Some(due), _) | (None, Some(due)) => due,
+            (None, None) => now.saturating_add(backoff.delay()),
         };
         until = [deadline, next_warning].into_iter().flatten().fold(until, MonoTime::min);
         let timeout = until.remaining_from(now).max(Duration::from_micros(1));
@@ -144,6 +154,7 @@ pub(crate) fn wait_in_line<T>(
                 // looks at the queue and at the wake source.
                 let _ = line.wait(mine, timeout);
             }
+            _ if window_until.take().is_some() => crate::sys::sleep(timeout),
             _ => match wake.wait(timeout) {
                 Wake::TimedOut => backoff.grow(),
                 Wake::Woken => {}

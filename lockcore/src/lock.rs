@@ -16,7 +16,7 @@ use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, Releas
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
 use crate::turnstile::{Ahead, Ticket, Turnstile, Unusable};
-use crate::wait::{self, Backoff, Sleep, Wake, WakeSource, Warnings, WatchWhenBusy};
+use crate::wait::{self, Backoff, Notify, Sleep, Wake, WakeSource, Warnings, WatchWhenBusy};
 
 /// How long `try_acquire` may wait for the file that orders the lock's
 /// changes (its guard, lease or queue), which its holders keep for a few
@@ -76,6 +76,8 @@ pub struct Lock {
 }
 
 /// A handle's way into its lock's [`Turnstile`].
+// Inline, like every path here: nothing is allocated.
+#[allow(clippy::large_enum_variant)]
 enum Line {
     /// Opened at the first acquisition.
     Unopened,
@@ -210,6 +212,9 @@ impl Lock {
         }
         let acquired = self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once)?;
         self.turn = line.take_turn(self.pid);
+        if let Some(turn) = self.turn {
+            line.hold(turn);
+        }
         Ok(acquired)
     }
 
@@ -320,7 +325,7 @@ impl Lock {
     pub fn acquire_warned(
         &mut self,
         budget: Option<Duration>,
-        warn: Option<&mut dyn FnMut(Duration, &Contention)>,
+        warn: Option<&mut Notify<'_>>,
     ) -> Result<Acquired, Error> {
         if self.spec.scheme.supports(Ability::TimedAcquire) {
             // Each attempt waited for the lock itself: try again at once.
@@ -358,7 +363,7 @@ impl Lock {
         &mut self,
         budget: Option<Duration>,
         wake: &mut dyn WakeSource,
-        warn: Option<&mut dyn FnMut(Duration, &Contention)>,
+        warn: Option<&mut Notify<'_>>,
     ) -> Result<Acquired, Error> {
         Lock::acquire_shared(&RefCell::new(self), budget, wake, warn)
     }
@@ -372,7 +377,7 @@ impl Lock {
         this: &RefCell<&mut Lock>,
         budget: Option<Duration>,
         wake: &mut dyn WakeSource,
-        warn: Option<&mut dyn FnMut(Duration, &Contention)>,
+        warn: Option<&mut Notify<'_>>,
     ) -> Result<Acquired, Error> {
         let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
         lock.refresh_identity()?;
@@ -428,6 +433,7 @@ impl Lock {
                 wake,
                 warnings,
                 backoff,
+                options.window,
                 |how| {
                     let patience = match how {
                         Try::AsHead => Patience::UntilDeadline,
@@ -438,6 +444,9 @@ impl Lock {
                 || this.try_borrow_mut().ok().and_then(|mut lock| lock.holder_summary()),
             )
             .map(|(acquired, turn)| {
+                if let Some(turn) = turn {
+                    line.hold(turn);
+                }
                 if let Ok(mut lock) = this.try_borrow_mut() {
                     lock.turn = turn;
                 }
@@ -574,8 +583,11 @@ impl Lock {
         if let (Some(holder), Some(held)) = (inspection.holder.as_mut(), self.held.as_ref()) {
             holder.this_handle = holder.record.is_some_and(|rec| rec.nonce == held.nonce);
         }
+        // The holder and every waiter: a strategy's own queue counts so,
+        // and the line holds the waiters of every strategy.
         if let Some(waiting) = self.waiting_in_line() {
-            inspection.queue_length = Some(inspection.queue_length.unwrap_or(0).max(waiting));
+            let in_line = waiting + u32::from(inspection.holder.is_some());
+            inspection.queue_length = Some(inspection.queue_length.unwrap_or(0).max(in_line));
         }
         Ok(inspection)
     }
@@ -588,11 +600,11 @@ impl Lock {
         inspection.holder.map(|holder| holder.summary())
     }
 
-    /// How many wait in the lock's turnstile behind its head, if it has
-    /// one; a look makes none.
+    /// How many wait in the lock's turnstile, the holder not counted, if
+    /// it has one; a look makes none.
     fn waiting_in_line(&mut self) -> Option<u32> {
         let line = self.take_line(false);
-        let waiting = line.as_ref().map(Turnstile::waiting);
+        let waiting = line.as_ref().map(|line| line.waiting(self.pid));
         self.put_line(line);
         waiting
     }

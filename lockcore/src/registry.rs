@@ -163,7 +163,7 @@ macro_rules! key_named {
 /// The options every scheme takes, as the refusal of another one lists them.
 macro_rules! common_keys {
     () => {
-        "ttl, hold, stale, mode, fair, warn, wmin, wafter"
+        "ttl, hold, stale, mode, fair, window, warn, wmin, wafter"
     };
 }
 
@@ -486,9 +486,12 @@ mod tests {
         let mut text = crate::text::FixedText::<512>::default();
         let e = crate::Spec::parse(b"mkdir:/x?signal=TERM").unwrap_err();
         assert_eq!(e.kind, SpecErrorKind::UnknownKey);
-        assert_eq!(e.reason, "unknown option; mkdir takes ttl, hold, stale, mode, fair, warn, wmin, wafter");
+        assert_eq!(e.reason, "unknown option; mkdir takes ttl, hold, stale, mode, fair, window, warn, wmin, wafter");
         let e = crate::Spec::parse(b"lease:/x?format=%25f").unwrap_err();
-        assert_eq!(e.reason, "unknown option; lease takes ttl, hold, stale, mode, fair, warn, wmin, wafter, signal");
+        assert_eq!(
+            e.reason,
+            "unknown option; lease takes ttl, hold, stale, mode, fair, window, warn, wmin, wafter, signal"
+        );
         assert!(crate::Spec::parse(b"lease:/x?signal=TERM").is_ok());
         let e = crate::Spec::parse(b"nosuch:/x").unwrap_err();
         write!(text, "{e}").unwrap();

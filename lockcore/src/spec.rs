@@ -92,6 +92,11 @@ pub struct Options {
     /// every waiter try whenever it wakes, and a releaser that asks again
     /// at once usually wins (more acquisitions per second, no fairness).
     pub fair: bool,
+    /// `window`: with `fair=1`, how long after each turn in line the next
+    /// waiter leaves the lock to tools that do not wait in line (a Perl
+    /// LockFile::Simple or a `dotlockfile` that polls), which otherwise
+    /// find it free only in the microseconds of a hand-off. Default 0.
+    pub window: Duration,
     /// `warn=0` silences the waiting warnings.
     pub warn: bool,
     /// First warning after waiting this long (`wmin`, default 15 s).
@@ -113,6 +118,7 @@ impl Default for Options {
             format: None,
             ext: None,
             fair: true,
+            window: Duration::ZERO,
             warn: true,
             wmin: Duration::from_secs(15),
             wafter: Duration::from_secs(20),
@@ -227,6 +233,7 @@ pub(crate) enum Key {
     Wafter,
     Signal,
     Fair,
+    Window,
 }
 
 impl Key {
@@ -244,13 +251,17 @@ impl Key {
             b"wafter" => Key::Wafter,
             b"signal" => Key::Signal,
             b"fair" => Key::Fair,
+            b"window" => Key::Window,
             _ => return None,
         })
     }
 
     /// Whether every scheme takes it (the registry lists the others).
     pub(crate) fn is_common(self) -> bool {
-        matches!(self, Key::Ttl | Key::Stale | Key::Mode | Key::Fair | Key::Warn | Key::Wmin | Key::Wafter)
+        matches!(
+            self,
+            Key::Ttl | Key::Stale | Key::Mode | Key::Fair | Key::Window | Key::Warn | Key::Wmin | Key::Wafter
+        )
     }
 
     fn bit(self) -> u16 {
@@ -316,6 +327,7 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
             Key::Nfs => options.nfs = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
             Key::Warn => options.warn = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
             Key::Fair => options.fair = parse_bool(v).ok_or_else(|| bad_value(name, BOOL_REASON))?,
+            Key::Window => options.window = parse_duration(v).map_err(|reason| bad_value(name, reason))?,
             Key::Mode => options.mode = parse_mode(v).map_err(|reason| bad_value(name, reason))?,
             Key::Wmin => options.wmin = parse_duration(v).map_err(|reason| bad_value(name, reason))?,
             Key::Wafter => {

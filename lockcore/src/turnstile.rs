@@ -36,6 +36,7 @@
 use core::sync::atomic::Ordering::SeqCst;
 use core::time::Duration;
 
+use crate::clock::MonoTime;
 use crate::error::FileRole;
 use crate::files;
 use crate::sys::{self, CPath, FutexWait, SharedMapping};
@@ -58,6 +59,11 @@ const FILE_LEN: usize = 4096;
 /// Each counter on a cache line of its own.
 const NEXT_AT: usize = 64;
 const SERVING_AT: usize = 128;
+/// When the last turn ended, in nanoseconds of the monotonic clock.
+const PASSED_AT: usize = 192;
+/// The ticket whose owner holds the lock (`HOLDING | number`), or 0.
+const HOLDER_AT: usize = 200;
+const HOLDING: u64 = 1 << 32;
 const SLOTS_AT: usize = 256;
 /// A slot: the claim (`u64`), then the futex word its waiter sleeps on.
 const SLOT_LEN: usize = 16;
@@ -225,16 +231,25 @@ impl Turnstile {
         place_of(ticket.number, self.serving().load(SeqCst))
     }
 
-    /// How many tickets wait behind the head (the holder, or the next to
-    /// try the lock).
-    pub fn waiting(&self) -> u32 {
-        let serving = self.serving().load(SeqCst);
-        let out = self.next().load(SeqCst).wrapping_sub(serving);
-        if out <= SLOTS {
-            out.saturating_sub(1)
-        } else {
-            0
+    /// Notes that `ticket`'s owner holds the lock, so that a look can tell
+    /// the holder from the waiters ([`waiting`](Self::waiting)).
+    pub fn hold(&self, ticket: Ticket) {
+        self.map.word64(HOLDER_AT).store(HOLDING | u64::from(ticket.number), SeqCst);
+    }
+
+    /// How many of this library's processes wait in line, the holder's
+    /// ticket not counted; `me` as for [`look`](Self::look).
+    pub fn waiting(&self, me: i32) -> u32 {
+        let head = self.serving().load(SeqCst);
+        let out = self.next().load(SeqCst).wrapping_sub(head);
+        if out > SLOTS {
+            return 0;
         }
+        let holder = self.map.word64(HOLDER_AT).load(SeqCst);
+        (0..out)
+            .map(|i| head.wrapping_add(i))
+            .filter(|&n| holder != HOLDING | u64::from(n) && self.is_live(n, me))
+            .count() as u32
     }
 
     /// Sleeps until `ticket` may have become the head, for at most
@@ -254,9 +269,25 @@ impl Turnstile {
     /// live ticket becomes the head and is woken. Nothing if the turn was
     /// already taken from it.
     pub fn pass(&self, ticket: Ticket) {
+        let held = HOLDING | u64::from(ticket.number);
+        let _ = self.map.word64(HOLDER_AT).compare_exchange(held, 0, SeqCst, SeqCst);
         if self.serving().compare_exchange(ticket.number, ticket.number.wrapping_add(1), SeqCst, SeqCst).is_ok() {
+            let now = MonoTime::now().since(MonoTime::EPOCH).as_nanos();
+            self.map.word64(PASSED_AT).store(u64::try_from(now).unwrap_or(u64::MAX), SeqCst);
             self.announce(ticket.number.wrapping_add(1), ticket.pid);
         }
+    }
+
+    /// When a `window` after the last turn ended closes (the next head
+    /// leaves the lock to tools outside the line until then); `None` for
+    /// no window. A time in the file that lies costs one window at most.
+    pub fn window_open_until(&self, window: Duration) -> Option<MonoTime> {
+        if window.is_zero() {
+            return None;
+        }
+        let passed = Duration::from_nanos(self.map.word64(PASSED_AT).load(SeqCst));
+        let until = MonoTime::EPOCH.saturating_add(passed).saturating_add(window);
+        Some(until.min(MonoTime::now().saturating_add(window)))
     }
 
     /// Gives up a place, wherever it is: the ticket is kept with no owner,
@@ -493,7 +524,8 @@ mod tests {
             [p.other.place(a), p.one.place(b), p.other.place(c)],
             [Place::Head, Place::Behind(1), Place::Behind(2)]
         );
-        assert_eq!(p.one.waiting(), 2);
+        p.one.hold(a);
+        assert_eq!(p.one.waiting(me()), 2, "the holder is not waiting");
         p.one.pass(a);
         assert_eq!(
             [p.other.place(a), p.other.place(b), p.other.place(c)],
@@ -504,7 +536,7 @@ mod tests {
         p.other.leave(b);
         assert_eq!(p.one.place(c), Place::Head, "a head that gives up passes the turn on");
         p.one.pass(c);
-        assert_eq!(p.one.waiting(), 0);
+        assert_eq!(p.one.waiting(me()), 0);
     }
 
     #[test]

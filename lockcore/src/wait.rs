@@ -344,6 +344,10 @@ impl Backoff {
     }
 }
 
+/// A waiting warning's callback: the time waited so far, and what the
+/// last attempt or look at the queue found in the way.
+pub type Notify<'a> = dyn FnMut(Duration, &Contention) + 'a;
+
 /// LockFile::Simple's warnings: the first after `first` of waiting, then one
 /// every `every`, each told how long the caller has waited so far and what
 /// stands in its way (the holder, a cooldown, the waiters before it).
@@ -354,7 +358,7 @@ pub struct Warnings<'a> {
     pub every: Duration,
     /// Called at each warning with the time waited so far and what the
     /// last attempt or look at the queue found.
-    pub notify: &'a mut dyn FnMut(Duration, &Contention),
+    pub notify: &'a mut Notify<'a>,
 }
 
 impl Warnings<'_> {

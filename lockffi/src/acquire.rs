@@ -71,8 +71,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
                 unsafe { (w.callback)(w.context, waited_ms) };
             }
         };
-        let warn: Option<&mut dyn FnMut(Duration, &lockcore::Contention)> =
-            if warning.is_some() { Some(&mut notify) } else { None };
+        let warn: Option<&mut lockcore::wait::Notify<'_>> = if warning.is_some() { Some(&mut notify) } else { None };
         let acquired = {
             let result = claimed.lock().acquire_warned(budget, warn);
             result.at(claimed.lock())?

@@ -22,6 +22,7 @@ BEGIN {
         LOCK_LOST                    => 2,
         LOCK_BUSY                    => 3,
         LOCK_TIMEOUT                 => 4,
+        LOCK_CANCELLED               => 5,
         LOCK_ERR_NULL_ARGUMENT       => 100,
         LOCK_ERR_NOT_HELD            => 101,
         LOCK_ERR_ALREADY_HELD        => 102,

@@ -16,6 +16,7 @@ from lockffi import (
     Code,
     Lock,
     LockBusy,
+    LockCancelled,
     LockError,
     LockExpired,
     LockFileError,
@@ -102,6 +103,7 @@ def test_every_code_has_its_exception() -> None:
         Code.LOCK_LOST: LockLost,
         Code.LOCK_BUSY: LockBusy,
         Code.LOCK_TIMEOUT: LockTimeout,
+        Code.LOCK_CANCELLED: LockCancelled,
     }
     hundreds = {1: LockUsageError, 2: SpecError, 3: LockFileError, 9: LockInternalError}
     for code in Code:

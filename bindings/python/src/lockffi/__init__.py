@@ -13,6 +13,7 @@ raises ImportError, naming both, when that fails.
 from ._errors import (
     Code,
     LockBusy,
+    LockCancelled,
     LockError,
     LockExpired,
     LockFileError,
@@ -33,6 +34,7 @@ __all__ = [
     "Liveness",
     "Lock",
     "LockBusy",
+    "LockCancelled",
     "LockError",
     "LockExpired",
     "LockFileError",

@@ -20,6 +20,7 @@ class Code(enum.IntEnum):
     LOCK_LOST = 2
     LOCK_BUSY = 3
     LOCK_TIMEOUT = 4
+    LOCK_CANCELLED = 5
     LOCK_ERR_NULL_ARGUMENT = 100
     LOCK_ERR_NOT_HELD = 101
     LOCK_ERR_ALREADY_HELD = 102
@@ -94,6 +95,10 @@ class LockTimeout(LockError):
     """Acquire: the wait ran out; the message names what stood in the way (the holder, a cooldown, the queue)."""
 
 
+class LockCancelled(LockError):
+    """Acquire: the caller's cancel callback ended the wait; nothing is held."""
+
+
 class LockUsageError(LockError):
     """1xx: the call does not fit the handle's state or scheme (not held, already held, forked, unsupported, ...)."""
 
@@ -115,6 +120,7 @@ _OUTCOMES: dict[int, type[LockError]] = {
     Code.LOCK_LOST: LockLost,
     Code.LOCK_BUSY: LockBusy,
     Code.LOCK_TIMEOUT: LockTimeout,
+    Code.LOCK_CANCELLED: LockCancelled,
 }
 
 _ERROR_HUNDREDS: dict[int, type[LockError]] = {
