@@ -376,8 +376,9 @@ static bool inspect_fields(const struct strategy *s, const char *dir) {
                   "view %d: since_unix_ms %" PRId64 " is not in [%" PRId64 ", %" PRId64 "]", view,
                   info.since_unix_ms, before, after);
         CHECK_MSG(info.cooldown_until_unix_ms == 0, "view %d: a cooldown while held", view);
-        /* a queue counts the holder; a scheme without one says 0 */
-        uint32_t queue = s->keeps_a_queue ? 1 : 0;
+        /* the queue (toplock's own, or the turnstile every scheme has)
+         * counts the holder */
+        uint32_t queue = 1;
         CHECK_MSG(info.queue_length == queue, "view %d: queue_length %" PRIu32 ", expected %" PRIu32, view,
                   info.queue_length, queue);
     }
@@ -846,8 +847,11 @@ static bool data_file_kept(const struct strategy *s, const char *dir) {
                   "the data file was replaced, touched or its mode changed (mode %04o, was %04o)",
                   (unsigned)(after.st_mode & 07777), (unsigned)(before.st_mode & 07777));
         /* what the lock left beside it: its guard (made before the lock
-         * path is looked at) and nothing else */
-        const char *allowed[] = {s->target, s->guard_name, NULL};
+         * path is looked at), the turnstile of a lock someone waited for,
+         * and nothing else */
+        char turnstile[256];
+        snprintf(turnstile, sizeof turnstile, "%s.turnstile", s->lock_name);
+        const char *allowed[] = {s->target, turnstile, s->guard_name, NULL};
         if (!only_entries(dir, allowed)) return false;
     }
     return true;

@@ -663,7 +663,7 @@ static bool test_strerror(void) {
         CHECK_MSG(known == listed, "code %ld: the library %s a text for it, but ALL_CODES %s it", (long)code,
                   known ? "has" : "has no", listed ? "lists" : "does not list");
     }
-    const int32_t unknown[] = {12345, -1, 5, 99, 108, 207, 311, 899, 901, INT32_MIN, INT32_MAX};
+    const int32_t unknown[] = {12345, -1, 6, 99, 108, 207, 311, 899, 901, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *text = lock_strerror(unknown[i]);
         CHECK_MSG(text != NULL && text[0] != '\0', "lock_strerror(%ld) is NULL or empty", (long)unknown[i]);

@@ -84,6 +84,11 @@ pub(crate) fn wait_in_line<T>(
                 // look less often, each a slice later than the one before
                 // it, and wake only for their turn.
                 let slice = SAFETY_SLICE * ahead.clamp(1, 4);
+                if line.tried_within(2 * SAFETY_SLICE) {
+                    // The head is at work, waiting for a holder from
+                    // outside the line: that is progress too.
+                    seen.1 = now;
+                }
                 if now.since(seen.1) < slice {
                     Some(seen.1.saturating_add(slice))
                 } else {
@@ -115,7 +120,10 @@ pub(crate) fn wait_in_line<T>(
                 None
             }
             // The head, or no place to be had: try the lock itself.
-            _ => match attempt(Try::AsHead) {
+            _ => match {
+                line.trying();
+                attempt(Try::AsHead)
+            } {
                 Ok(value) => return Ok((value, ticket)),
                 Err(Error::Busy(why)) => {
                     contention = why;

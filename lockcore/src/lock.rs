@@ -585,10 +585,8 @@ impl Lock {
         }
         // The holder and every waiter: a strategy's own queue counts so,
         // and the line holds the waiters of every strategy.
-        if let Some(waiting) = self.waiting_in_line() {
-            let in_line = waiting + u32::from(inspection.holder.is_some());
-            inspection.queue_length = Some(inspection.queue_length.unwrap_or(0).max(in_line));
-        }
+        let in_line = self.waiting_in_line().unwrap_or(0) + u32::from(inspection.holder.is_some());
+        inspection.queue_length = Some(inspection.queue_length.unwrap_or(0).max(in_line));
         Ok(inspection)
     }
 

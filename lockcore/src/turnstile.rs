@@ -64,6 +64,8 @@ const PASSED_AT: usize = 192;
 /// The ticket whose owner holds the lock (`HOLDING | number`), or 0.
 const HOLDER_AT: usize = 200;
 const HOLDING: u64 = 1 << 32;
+/// When a head last tried the lock, in nanoseconds of the monotonic clock.
+const TRIED_AT: usize = 208;
 const SLOTS_AT: usize = 256;
 /// A slot: the claim (`u64`), then the futex word its waiter sleeps on.
 const SLOT_LEN: usize = 16;
@@ -272,10 +274,21 @@ impl Turnstile {
         let held = HOLDING | u64::from(ticket.number);
         let _ = self.map.word64(HOLDER_AT).compare_exchange(held, 0, SeqCst, SeqCst);
         if self.serving().compare_exchange(ticket.number, ticket.number.wrapping_add(1), SeqCst, SeqCst).is_ok() {
-            let now = MonoTime::now().since(MonoTime::EPOCH).as_nanos();
-            self.map.word64(PASSED_AT).store(u64::try_from(now).unwrap_or(u64::MAX), SeqCst);
+            self.map.word64(PASSED_AT).store(nanos(MonoTime::now()), SeqCst);
             self.announce(ticket.number.wrapping_add(1), ticket.pid);
         }
+    }
+
+    /// Notes that the head is trying the lock now: a head that keeps trying
+    /// (for a holder from outside the line) is not one to go past.
+    pub fn trying(&self) {
+        self.map.word64(TRIED_AT).store(nanos(MonoTime::now()), SeqCst);
+    }
+
+    /// Whether a head tried the lock within `recently`.
+    pub fn tried_within(&self, recently: Duration) -> bool {
+        let tried = self.map.word64(TRIED_AT).load(SeqCst);
+        nanos(MonoTime::now()).saturating_sub(tried) < u64::try_from(recently.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// When a `window` after the last turn ended closes (the next head
@@ -408,6 +421,10 @@ impl Turnstile {
         }
         pid == me || !matches!(sys::kill(pid, 0), Err(sys::Errno::ESRCH))
     }
+}
+
+fn nanos(at: MonoTime) -> u64 {
+    u64::try_from(at.since(MonoTime::EPOCH).as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn place_of(number: u32, serving: u32) -> Place {

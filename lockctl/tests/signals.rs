@@ -82,9 +82,7 @@ fn a_signal_while_waiting_ends_the_wait_without_the_lock_or_a_queue_place() {
         // Nobody is ahead in a queue: the next caller gets it at once.
         let (code, json) = status_json(&spec);
         assert_eq!(code, 0, "{json:?}");
-        if scheme == Scheme::Toplock {
-            assert_eq!(json.get("queue_length").u64(), 0, "{json:?}");
-        }
+        assert_eq!(json.get("queue_length").u64(), 0, "{json:?}");
         assert_eq!(lockctl_run(&["run", "-n", &spec, "true"]).code(), 0);
     });
 }

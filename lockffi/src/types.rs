@@ -55,8 +55,8 @@ pub struct lock_info {
     pub expires_unix_ms: i64,
     /// The lock stays closed until then (Unix milliseconds); 0 for no cooldown.
     pub cooldown_until_unix_ms: i64,
-    /// Requests queued, the holder's included, for a queueing strategy
-    /// (`toplock`); 0 for the others.
+    /// The holder and this library's waiters in line (the turnstile every
+    /// scheme has on a local file system, or `toplock`'s own queue).
     pub queue_length: u32,
     /// When the holder took the lock (for a lock of another program: when
     /// its file was last written), in Unix milliseconds; 0 if unknown or free.

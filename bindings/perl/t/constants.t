@@ -14,7 +14,7 @@ plan skip_all => "$header is not here (this distribution was copied out of the l
     unless -r $header;
 
 open(my $fh, '<', $header) or die "$header: $!";
-my %in_header = map { /^\s+((?:LOCK_OK|LOCK_EXPIRED|LOCK_LOST|LOCK_BUSY|LOCK_TIMEOUT|LOCK_ERR_\w+|LOCK_OWNER_\w+)) = (\d+),?$/ ? ($1 => $2) : () } <$fh>;
+my %in_header = map { /^\s+((?:LOCK_OK|LOCK_EXPIRED|LOCK_LOST|LOCK_BUSY|LOCK_TIMEOUT|LOCK_CANCELLED|LOCK_ERR_\w+|LOCK_OWNER_\w+)) = (\d+),?$/ ? ($1 => $2) : () } <$fh>;
 cmp_ok(scalar keys %in_header, '>=', 30, 'the header\'s enums were read');
 
 my $unknown_code = LockFFI::strerror(-1);

@@ -95,7 +95,7 @@ def test_inspect_reports_holder_fences_expiry_and_cooldown(scheme: str, tmp_path
     assert before + timedelta(seconds=29) <= held.expires <= after + timedelta(seconds=31)
     assert held.cooldown_until is None
     # toplock counts the holder's request in its queue; the others keep none.
-    assert held.queue_length == (1 if scheme == "toplock" else 0)
+    assert held.queue_length == 1, "the holder, and nobody waiting"
     seen_by_other = other.inspect()
     assert seen_by_other.held and not seen_by_other.held_by_this_handle
     assert (seen_by_other.pid, seen_by_other.fence) == (os.getpid(), fence)

@@ -575,6 +575,12 @@ impl Children {
         self.0.pop()
     }
 
+    /// Takes out the child at `index`, in the order they were pushed, to be
+    /// killed or waited for by hand.
+    pub fn take(&mut self, index: usize) -> Child {
+        self.0.remove(index)
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }

@@ -1,0 +1,115 @@
+//! Turns in line, with real processes, on every scheme: waiters get the lock
+//! in the order they queued, and waiters killed in line, the next in line
+//! among them, hold up nobody.
+//!
+//! The order of arrival is made, not hoped for: each waiter is started only
+//! once the one before it shows in the lock's queue (`queue_length`, which
+//! counts the holder and every waiter in line). Each waiter, once it has the
+//! lock, writes its number into the next free slot of a shared log, holds
+//! the lock a moment and lets go; an overlap counter checks exclusion.
+
+mod common;
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+// Shared-memory slots.
+const INSIDE: usize = 0;
+const OVERLAPS: usize = 1;
+const TAKEN: usize = 2;
+/// Slot `ORDER + k`: the number of the waiter that had the lock k-th.
+const ORDER: usize = 16;
+
+const WAITERS: usize = 5;
+
+#[test]
+fn child_entry() {
+    child_main(run_role);
+}
+
+fn run_role(role: &str) {
+    match role {
+        "waiter" => {
+            let shm = Shm::open(var("SHM").as_ref());
+            let mut lock = open_lock(&var("SPEC"));
+            lock.acquire(Some(PATIENCE)).expect("a waiter gets its turn");
+            if shm.at(INSIDE).fetch_add(1, SeqCst) != 0 {
+                shm.at(OVERLAPS).fetch_add(1, SeqCst);
+            }
+            let k = shm.at(TAKEN).fetch_add(1, SeqCst) as usize;
+            shm.at(ORDER + k).store(var_usize("NUMBER") as u64, SeqCst);
+            std::thread::sleep(Duration::from_millis(2));
+            shm.at(INSIDE).fetch_sub(1, SeqCst);
+            lock.release(Duration::ZERO).expect("the waiter lets go");
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+/// Starts waiters 1..=WAITERS one after another, each once the one before
+/// it shows in the queue behind `holder` (who holds the lock).
+fn queue_waiters(spec: &str, shm: &Shm, observer: &mut lockcore::Lock, children: &mut Children) {
+    for number in 1..=WAITERS {
+        let vars =
+            [("SPEC", spec.to_string()), ("SHM", shm.path().display().to_string()), ("NUMBER", number.to_string())];
+        children.push(spawn("waiter", &vars));
+        let want = 1 + number as u32;
+        wait_until("the waiter to show in the queue", || {
+            observer.inspect().is_ok_and(|i| i.queue_length.unwrap_or(0) >= want) || children.any_exited()
+        });
+    }
+}
+
+fn order(shm: &Shm) -> Vec<u64> {
+    (0..shm.get(TAKEN) as usize).map(|k| shm.get(ORDER + k)).collect()
+}
+
+#[test]
+fn waiters_get_the_lock_in_the_order_they_queued() {
+    each_scheme("fair-order", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let shm = Shm::create(&dir.join("shm"));
+        let mut holder = open_lock(&spec);
+        let mut observer = open_lock(&spec);
+        holder.try_acquire().unwrap();
+        let mut children = Children::new();
+        queue_waiters(&spec, &shm, &mut observer, &mut children);
+        holder.release(Duration::ZERO).unwrap();
+        children.expect_success("waiter");
+        assert_eq!(order(&shm), (1..=WAITERS as u64).collect::<Vec<_>>(), "{spec}: the order of the turns");
+        assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
+    });
+}
+
+#[test]
+fn waiters_killed_in_line_hold_up_nobody() {
+    each_scheme("fair-killed", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let shm = Shm::create(&dir.join("shm"));
+        let mut holder = open_lock(&spec);
+        let mut observer = open_lock(&spec);
+        holder.try_acquire().unwrap();
+        let mut children = Children::new();
+        queue_waiters(&spec, &shm, &mut observer, &mut children);
+        // The next in line (waiter 1) and one in the middle (waiter 3).
+        let mut killed = Vec::new();
+        for number in [3, 1] {
+            let mut child = children.take(number - 1);
+            sigkill(child.id());
+            child.wait().unwrap();
+            killed.push(number as u64);
+        }
+        let released = Instant::now();
+        holder.release(Duration::ZERO).unwrap();
+        wait_until("the first survivor's turn", || shm.get(TAKEN) >= 1 || children.any_exited());
+        let first_turn = released.elapsed();
+        children.expect_success("surviving waiter");
+        assert_eq!(order(&shm), vec![2, 4, 5], "{spec}: the survivors, in their order");
+        assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
+        // The dead are passed over at the hand-off, or after one 10 ms
+        // slice at most; a second is a bound with room for a loaded machine.
+        assert!(first_turn < Duration::from_secs(1), "{spec}: the first survivor waited {first_turn:?}");
+    });
+}
