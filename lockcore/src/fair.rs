@@ -102,7 +102,7 @@ pub(crate) fn wait_in_line<T>(
                                 return Ok((value, Some(mine)));
                             }
                             Err(Error::Busy(why)) => {
-                                contention = why;
+                                contention = telling(contention, why);
                                 Some(now.saturating_add(SAFETY_SLICE))
                             }
                             Err(e) => {
@@ -126,7 +126,7 @@ pub(crate) fn wait_in_line<T>(
             } {
                 Ok(value) => return Ok((value, ticket)),
                 Err(Error::Busy(why)) => {
-                    contention = why;
+                    contention = telling(contention, why);
                     None
                 }
                 Err(e) => {
@@ -172,5 +172,16 @@ pub(crate) fn wait_in_line<T>(
             ticket = line.take(pid);
             seen = (ticket.map(|t| line.place(t)), MonoTime::now());
         }
+    }
+}
+
+/// What a caller is told stood in its way: the latest, unless that is only
+/// the lock's guard, held past an attempt's patience (often just the end of
+/// the budget cutting the attempt short), and an earlier look named more.
+fn telling(earlier: Contention, latest: Contention) -> Contention {
+    match (earlier, latest) {
+        (Contention::Held(_) | Contention::CoolingDown { .. }, Contention::GuardHeld) => earlier,
+        (Contention::Queued { holder: Some(_), .. }, Contention::GuardHeld) => earlier,
+        _ => latest,
     }
 }
