@@ -120,10 +120,7 @@ pub(crate) fn wait_in_line<T>(
                 None
             }
             // The head, or no place to be had: try the lock itself.
-            _ => match {
-                line.trying();
-                attempt(Try::AsHead)
-            } {
+            _ => match try_as_head(line, &mut attempt) {
                 Ok(value) => return Ok((value, ticket)),
                 Err(Error::Busy(why)) => {
                     contention = telling(contention, why);
@@ -184,4 +181,10 @@ fn telling(earlier: Contention, latest: Contention) -> Contention {
         (Contention::Queued { holder: Some(_), .. }, Contention::GuardHeld) => earlier,
         _ => latest,
     }
+}
+
+/// The head's attempt, noted in the line first (see [`Turnstile::trying`]).
+fn try_as_head<T>(line: &Turnstile, attempt: &mut impl FnMut(Try) -> Result<T, Error>) -> Result<T, Error> {
+    line.trying();
+    attempt(Try::AsHead)
 }
