@@ -338,8 +338,13 @@ impl Turnstile {
             };
         };
         let behind_it = live.count() as u32;
-        if first_live != head && self.serving().compare_exchange(head, first_live, SeqCst, SeqCst).is_ok() {
-            self.wake(first_live);
+        if first_live != head {
+            // The turn goes to the first live waiter, which gets a slice of
+            // its own before anyone behind it may try the lock.
+            if self.serving().compare_exchange(head, first_live, SeqCst, SeqCst).is_ok() {
+                self.wake(first_live);
+            }
+            return Ahead::Waiters(behind_it + 1);
         }
         match behind_it {
             0 => Ahead::OnlyTheHead,
