@@ -405,8 +405,8 @@ typedef struct {
    */
   int64_t cooldown_until_unix_ms;
   /**
-   * Requests queued, the holder's included, for a queueing strategy
-   * (`toplock`); 0 for the others.
+   * The holder and this library's waiters in line (the turnstile every
+   * scheme has on a local file system, or `toplock`'s own queue).
    */
   uint32_t queue_length;
   /**
