@@ -237,9 +237,28 @@ impl GuardFile {
 
     /// One try of [`lock_file`](Self::lock_file): the file's size once it
     /// is locked, still at its path and still to be trusted;
-    /// [`Contention::GuardHeld`] while another description holds it, or
-    /// when the path named another file (which the next try opens).
+    /// [`Contention::GuardHeld`] while another description holds it.
+    ///
+    /// A path found naming another file (`toplock` compacts its queue by
+    /// renaming a new file over it) is opened again within the same try, so
+    /// that a single try, a zero budget's, is not lost to a replacement
+    /// another process made while the descriptor sat idle. Only once: a file
+    /// replaced over and over is [`Contention::GuardHeld`] too, and the next
+    /// try, by the same deadline, opens it again.
     fn try_lock_file(&mut self, kind: OfdLock, initial: &[u8], pid: i32) -> Result<u64, Error> {
+        for _ in 0..2 {
+            if let Some(size) = self.try_lock_opened(kind, initial, pid)? {
+                return Ok(size);
+            }
+            self.open = None;
+        }
+        Err(Error::Busy(Contention::GuardHeld))
+    }
+
+    /// Opens the file unless this process already has it open, and tries
+    /// its lock once: the file's size, or `None` when the path no longer
+    /// names the file that was locked (deleted, or replaced).
+    fn try_lock_opened(&mut self, kind: OfdLock, initial: &[u8], pid: i32) -> Result<Option<u64>, Error> {
         let role = self.role;
         let fd = match self.open {
             Some((ref fd, opener)) if opener == pid => fd,
@@ -262,14 +281,9 @@ impl GuardFile {
                     let _ = sys::ofd_unlock(fd);
                     return Err(e);
                 }
-                Ok(locked.size)
+                Ok(Some(locked.size))
             }
-            // Reopen, but by the same deadline: a file replaced over and
-            // over must not keep us here.
-            _ => {
-                self.open = None;
-                Err(Error::Busy(Contention::GuardHeld))
-            }
+            _ => Ok(None),
         }
     }
 }
@@ -470,6 +484,30 @@ mod tests {
         assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(false), "and held");
         drop(file);
         assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(true), "until dropped");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The file was replaced (renamed over, as a queue compaction does)
+    /// while this guard's descriptor sat idle: a zero budget, one try,
+    /// still takes the new file, and locks the file now at the path.
+    #[test]
+    fn a_replaced_file_is_taken_by_a_single_try() {
+        let dir = test_dir("replaced");
+        let path = dir.join("lock.guard");
+        let cpath = CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap();
+        let mut guard = GuardFile::new(cpath.clone(), FileRole::Guard, Sharing::new(0o600));
+        let far = MonoTime::now().saturating_add(Duration::from_secs(5));
+        drop(guard.lock(far, None).expect("a free guard"));
+        let fresh = dir.join("lock.guard.new");
+        std::fs::write(&fresh, GuardState::default().encode().as_bytes()).unwrap();
+        std::fs::set_permissions(&fresh, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::rename(&fresh, &path).unwrap();
+        let held = guard.lock(MonoTime::now(), None).expect("one try takes the replacement");
+        drop(held);
+        let other = sys::open(&cpath, libc::O_RDWR, 0).unwrap();
+        let held = guard.lock(MonoTime::now(), None).expect("and keeps it open");
+        assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(false), "the file at the path is the one locked");
+        drop(held);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
