@@ -257,7 +257,16 @@ impl GuardFile {
 
     /// Opens the file unless this process already has it open, and tries
     /// its lock once: the file's size, or `None` when the path no longer
-    /// names the file that was locked (deleted, or replaced).
+    /// names the file that was opened (deleted, or replaced), whose lock
+    /// guards nothing, held or not.
+    ///
+    /// Busy is judged only for the file still at the path: a description
+    /// that keeps a lock on a replaced file (a process stopped in its guard
+    /// section, or a forked child that inherited a description) must not
+    /// keep this one polling the old file to its deadline. And a lock taken
+    /// on a replaced file is let go explicitly, not by closing the
+    /// descriptor: a description shared with a forked child outlives our
+    /// close, and its lock with it.
     fn try_lock_opened(&mut self, kind: OfdLock, initial: &[u8], pid: i32) -> Result<Option<u64>, Error> {
         let role = self.role;
         let fd = match self.open {
@@ -267,23 +276,25 @@ impl GuardFile {
                 &self.open.insert((fd, pid)).0
             }
         };
-        if !sys::try_ofd_lock(fd, kind).map_err(|e| FileError::io(role, e))? {
-            return Err(Error::Busy(Contention::GuardHeld));
-        }
-        // The path must still name the inode we locked; otherwise the file
-        // was deleted or replaced and our lock excludes nobody.
-        let locked = sys::fstat(fd).map_err(|e| FileError::io(role, e))?;
-        match sys::lstat(&self.path) {
-            Ok(now) if now.same_file(&locked) => {
+        let locked = sys::try_ofd_lock(fd, kind).map_err(|e| FileError::io(role, e))?;
+        let opened = sys::fstat(fd).map_err(|e| FileError::io(role, e))?;
+        let at_path = matches!(sys::lstat(&self.path), Ok(now) if now.same_file(&opened));
+        match (locked, at_path) {
+            (false, true) => Err(Error::Busy(Contention::GuardHeld)),
+            (false, false) => Ok(None),
+            (true, false) => {
+                let _ = sys::ofd_unlock(fd);
+                Ok(None)
+            }
+            (true, true) => {
                 // Its owner may have changed its bits since we opened it:
                 // judged again, under the lock.
-                if let Err(e) = self.sharing.check_locked(role, &locked) {
+                if let Err(e) = self.sharing.check_locked(role, &opened) {
                     let _ = sys::ofd_unlock(fd);
                     return Err(e);
                 }
-                Ok(Some(locked.size))
+                Ok(Some(opened.size))
             }
-            _ => Ok(None),
         }
     }
 }
@@ -508,6 +519,57 @@ mod tests {
         let held = guard.lock(MonoTime::now(), None).expect("and keeps it open");
         assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(false), "the file at the path is the one locked");
         drop(held);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Renames a fresh guard file over `path`, as a queue compaction does.
+    fn replace(path: &std::path::Path) {
+        let fresh = path.with_extension("new");
+        std::fs::write(&fresh, GuardState::default().encode().as_bytes()).unwrap();
+        std::fs::set_permissions(&fresh, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::fs::rename(&fresh, path).unwrap();
+    }
+
+    /// Another description keeps a lock on the file that was replaced (a
+    /// process stopped in its guard section there): it guards nothing, and
+    /// does not keep this guard, whose descriptor still names the old
+    /// file, from the new one.
+    #[test]
+    fn a_lock_left_on_a_replaced_file_holds_nobody_up() {
+        let dir = test_dir("left-on-replaced");
+        let path = dir.join("lock.guard");
+        let cpath = CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap();
+        let mut guard = GuardFile::new(cpath.clone(), FileRole::Guard, Sharing::new(0o600));
+        drop(guard.lock(MonoTime::now().saturating_add(Duration::from_secs(5)), None).expect("a free guard"));
+        let stopped = sys::open(&cpath, libc::O_RDWR, 0).unwrap();
+        assert_eq!(sys::try_ofd_lock(&stopped, OfdLock::Shared), Ok(true));
+        replace(&path);
+        let held = guard.lock(MonoTime::now(), None).expect("one try takes the file at the path");
+        drop(held);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A lock this guard took on a file it then found replaced is let go
+    /// at once, also when its descriptor's description lives on in another
+    /// descriptor (as in a child forked while the file was open).
+    #[test]
+    fn a_lock_taken_on_a_replaced_file_is_let_go_though_its_description_is_shared() {
+        let dir = test_dir("shared-description");
+        let path = dir.join("lock.guard");
+        let cpath = CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap();
+        let mut guard = GuardFile::new(cpath.clone(), FileRole::Guard, Sharing::new(0o600));
+        drop(guard.lock(MonoTime::now().saturating_add(Duration::from_secs(5)), None).expect("a free guard"));
+        let raw = guard.open.as_ref().map(|(fd, _)| fd.raw()).unwrap();
+        // SAFETY: `raw` is this guard's open descriptor; dup makes another
+        // descriptor of the same description, closed at the end.
+        let inherited = unsafe { libc::dup(raw) };
+        assert!(inherited >= 0);
+        let old = sys::open(&cpath, libc::O_RDWR, 0).unwrap();
+        replace(&path);
+        drop(guard.lock(MonoTime::now(), None).expect("one try takes the file at the path"));
+        assert_eq!(sys::try_ofd_lock(&old, OfdLock::Exclusive), Ok(true), "the old file's lock was let go");
+        // SAFETY: the descriptor dup made above, closed once.
+        unsafe { libc::close(inherited) };
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
