@@ -404,11 +404,19 @@ impl Lock {
         // turnstile keeps one: in line, the turnstile is the queue, and a
         // place kept by a waiter that is no longer the head would stand
         // before the new head in the strategy's queue while its owner waits
-        // for that head in the turnstile.
+        // for that head in the turnstile. An attempt that keeps no place
+        // tells the strategy's queue it waits no longer than itself: should
+        // its `abandon` fail (the queue file held past TRY_PATIENCE on a
+        // loaded machine), the place left behind is passed over after
+        // ATTEMPT_PATIENCE, not after the caller's whole budget.
         let attempt = |how: Patience, keep_place: bool| {
             let now = MonoTime::now();
             let cap = now.saturating_add(ATTEMPT_PATIENCE);
-            let waits_for = deadline.map(|deadline| deadline.remaining_from(now));
+            let remaining = deadline.map(|deadline| deadline.remaining_from(now));
+            let waits_for = match keep_place {
+                true => remaining,
+                false => Some(remaining.map_or(ATTEMPT_PATIENCE, |left| left.min(ATTEMPT_PATIENCE))),
+            };
             let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
             let result = lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for, how);
             if result.is_err() && !keep_place {
