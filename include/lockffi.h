@@ -419,9 +419,20 @@ typedef struct {
 /**
  * Called while `lock_acquire` waits: after `wmin`, then every `wafter`, with
  * the time waited so far in milliseconds and the context pointer given to
- * `lock_set_warning`.
+ * `lock_set_warning`. During the call, `lock_last_error_message()` on the
+ * same thread tells what stands in the way: the lock, the time waited, and
+ * its holder (pid, host, since, expiry), a cooldown, or the queue ahead.
  */
 typedef void (*lock_warning_fn)(void *context, uint64_t waited_ms);
+
+/**
+ * Asked by `lock_acquire` before each attempt and at least every 40 ms of
+ * its wait, with the context pointer given to `lock_set_cancel`: `true`
+ * gives the wait up, and `lock_acquire` returns `LOCK_CANCELLED`. Called on
+ * the thread that waits; another thread or a signal handler may set the
+ * flag it reads.
+ */
+typedef bool (*lock_cancel_fn)(void *context);
 
 #ifdef __cplusplus
 extern "C" {
@@ -525,13 +536,16 @@ lock_result lock_try_acquire(lock_handle *handle, uint64_t *fence_out);
  * Takes the lock, waiting at most `timeout_ms` milliseconds
  * (`LOCK_WAIT_FOREVER`: no limit; 0: one attempt, like `lock_try_acquire`
  * but answering `LOCK_TIMEOUT`). The wait is a deadline on the monotonic
- * clock, which every wait inside it (for the lock's guard too) keeps, with
- * jittered exponential backoff between attempts; the warning callback, if
- * set, is called after `wmin` and every `wafter`. On `LOCK_TIMEOUT` the
- * message names what stood in the way at the end: the holder (pid, host,
- * since, expiry), a cooldown, the queue ahead, or a guard held too long.
+ * clock, which every wait inside it (for the lock's guard too) keeps. On a
+ * local file system, waiters take turns first come, first served (`fair=1`,
+ * the default), each woken when its turn comes; a release by a tool outside
+ * the library wakes them too (inotify). The warning callback, if set, is
+ * called after `wmin` and every `wafter`; the cancel callback, if set, can
+ * give the wait up (`LOCK_CANCELLED`). On `LOCK_TIMEOUT` the message names
+ * what stood in the way at the end: the holder (pid, host, since, expiry),
+ * a cooldown, the queue ahead, or a guard held too long.
  *
- * Returns: `LOCK_OK`, `LOCK_TIMEOUT`, `LOCK_ERR_NULL_ARGUMENT`,
+ * Returns: `LOCK_OK`, `LOCK_TIMEOUT`, `LOCK_CANCELLED`, `LOCK_ERR_NULL_ARGUMENT`,
  * `LOCK_ERR_ALREADY_HELD`, `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`,
  * `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
  * `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
@@ -729,6 +743,21 @@ lock_result lock_break(lock_handle *handle, bool *was_held_out);
  * longjmp out, and must not use this handle.
  */
 lock_result lock_set_warning(lock_handle *handle, lock_warning_fn callback, void *context);
+
+/**
+ * Sets (or, with NULL, clears) the callback that can give up a wait:
+ * `lock_acquire` asks it before each attempt (so one that already answers
+ * `true` returns at once, without trying) and at least every 40 ms while
+ * it waits, and returns `LOCK_CANCELLED` once it answers `true`, having
+ * given up its place in line. `lock_try_acquire` does not ask it.
+ *
+ * Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
+ * `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.
+ *
+ * # Safety
+ * As for `lock_set_warning`.
+ */
+lock_result lock_set_cancel(lock_handle *handle, lock_cancel_fn callback, void *context);
 
 /**
  * Copies the path that is the lock (lock file, lock directory, symlink,

@@ -64,6 +64,8 @@ typedef struct {
 
 typedef void (*lock_warning_fn)(void *context, uint64_t waited_ms);
 
+typedef bool (*lock_cancel_fn)(void *context);
+
 const char *lock_version(void);
 
 const char *lock_strerror(int32_t code);
@@ -93,5 +95,7 @@ lock_result lock_inspect(lock_handle *handle, lock_info *info_out);
 lock_result lock_break(lock_handle *handle, bool *was_held_out);
 
 lock_result lock_set_warning(lock_handle *handle, lock_warning_fn callback, void *context);
+
+lock_result lock_set_cancel(lock_handle *handle, lock_cancel_fn callback, void *context);
 
 lock_result lock_path(lock_handle *handle, char *buf, size_t buf_len, size_t *len_out);

@@ -563,6 +563,154 @@ static bool test_warning_callback(void) {
     return for_each_strategy(warnings);
 }
 
+/* What a warning callback read with lock_last_error_message(). */
+struct warning_text {
+    struct warning_text *self;
+    int calls;
+    char first[512];
+};
+
+static void keep_warning_text(void *context, uint64_t waited_ms) {
+    struct warning_text *text = context;
+    (void)waited_ms;
+    if (text == NULL || text->self != text) return;
+    if (text->calls++ == 0) lock_last_error_message(text->first, sizeof text->first);
+}
+
+/* During the warning callback, lock_last_error_message() names the lock, the
+ * time waited and the holder; after a wait that succeeds, no message is left. */
+static bool warning_names_holder(const struct strategy *s, const char *dir) {
+    lock_handle *holder = NULL, *waiter = NULL;
+    OPEN(holder, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
+    char path[HARNESS_PATH_MAX];
+    CHECK_RC(lock_path(holder, path, sizeof path, NULL), LOCK_OK);
+
+    OPEN(waiter, s, dir, "wmin=50ms&wafter=50ms");
+    struct warning_text text;
+    memset(&text, 0, sizeof text);
+    text.self = &text;
+    CHECK_RC(lock_set_warning(waiter, keep_warning_text, &text), LOCK_OK);
+    CHECK_RC(lock_acquire(waiter, 250, NULL), LOCK_TIMEOUT);
+    CHECK_MSG(text.calls >= 1, "no warning during a 250 ms wait with wmin=50ms");
+    char pid[32];
+    snprintf(pid, sizeof pid, "held by pid %ld", (long)getpid());
+    CHECK_MSG(strstr(text.first, path) != NULL, "the warning's text does not name the lock %s: \"%s\"", path,
+              text.first);
+    CHECK_MSG(strstr(text.first, "waited ") != NULL, "the warning's text does not say how long: \"%s\"", text.first);
+    CHECK_MSG(strstr(text.first, pid) != NULL, "the warning's text does not name the holder (%s): \"%s\"", pid,
+              text.first);
+
+    /* a wait with warnings that then succeeds leaves no message: a child
+     * holds the lock for 200 ms, past wmin */
+    CHECK_RC(lock_release(holder, 0), LOCK_OK);
+    CLOSE(holder);
+    int ready[2];
+    CHECK_MSG(pipe(ready) == 0, "pipe: %s", strerror(errno));
+    pid_t child = fork();
+    CHECK_MSG(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+        lock_handle *h = NULL;
+        if (open_lock(s, dir, NULL, &h) != LOCK_OK || lock_try_acquire(h, NULL) != LOCK_OK) _exit(1);
+        if (write(ready[1], "x", 1) != 1) _exit(1);
+        usleep(200 * 1000);
+        _exit(lock_release(h, 0) == LOCK_OK && lock_close(h) == LOCK_OK ? 0 : 1);
+    }
+    close(ready[1]);
+    char byte;
+    CHECK_MSG(read(ready[0], &byte, 1) == 1, "the child did not take the lock");
+    close(ready[0]);
+    text.calls = 0;
+    lock_result got = lock_acquire(waiter, 5000, NULL);
+    char after[512];
+    lock_last_error_message(after, sizeof after);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK_RC(got, LOCK_OK);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child holding the lock failed");
+    CHECK_MSG(text.calls >= 1, "no warning during a wait of about 200 ms with wmin=50ms");
+    CHECK_MSG(after[0] == '\0', "a wait that succeeded left a message: \"%s\"", after);
+    CHECK_RC(lock_release(waiter, 0), LOCK_OK);
+    CLOSE(waiter);
+    return true;
+}
+
+static bool test_warning_names_holder(void) {
+    return for_each_strategy(warning_names_holder);
+}
+
+/* A cancel callback that answers true from its deadline on. */
+struct canceller {
+    struct canceller *self;
+    int64_t cancel_at_ms; /* mono_ms() from which it answers true */
+    int calls;
+};
+
+static bool cancel_when_due(void *context) {
+    struct canceller *c = context;
+    if (c == NULL || c->self != c) return false;
+    c->calls++;
+    return mono_ms() >= c->cancel_at_ms;
+}
+
+/* lock_set_cancel: a wait is given up with LOCK_CANCELLED soon after the
+ * callback answers true, long before its budget, and its place in line with
+ * it; a callback that answers true at once ends the call without an attempt;
+ * lock_try_acquire does not ask it; NULL clears it. */
+static bool cancel_a_wait(const struct strategy *s, const char *dir) {
+    lock_handle *holder = NULL, *waiter = NULL, *third = NULL;
+    OPEN(holder, s, dir, NULL);
+    OPEN(waiter, s, dir, NULL);
+    OPEN(third, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
+
+    struct canceller c = {.self = &c, .cancel_at_ms = mono_ms() + 150, .calls = 0};
+    CHECK_RC(lock_set_cancel(waiter, cancel_when_due, &c), LOCK_OK);
+    uint64_t fence = FENCE_SENTINEL;
+    int64_t start = mono_ms();
+    CHECK_RC(lock_acquire(waiter, 20000, &fence), LOCK_CANCELLED);
+    int64_t waited = mono_ms() - start;
+    CHECK_MSG(waited >= 140, "cancelled after %" PRId64 " ms, before the callback said so", waited);
+    CHECK_MSG(waited < 5000, "a wait cancelled at 150 ms returned after %" PRId64 " ms", waited);
+    CHECK_MSG(c.calls >= 3, "the callback was asked %d times in a 150 ms wait", c.calls);
+    CHECK_MSG(fence == FENCE_SENTINEL, "fence_out was written on LOCK_CANCELLED");
+    char message[512];
+    lock_last_error_message(message, sizeof message);
+    CHECK_MSG(strstr(message, "cancelled") != NULL, "LOCK_CANCELLED's message: \"%s\"", message);
+
+    /* the cancelled waiter left no place in line: the next comer, with a
+     * zero budget, gets the lock as soon as it is released */
+    CHECK_RC(lock_release(holder, 0), LOCK_OK);
+    CHECK_RC(lock_acquire(third, 0, NULL), LOCK_OK);
+    CHECK_RC(lock_release(third, 0), LOCK_OK);
+
+    /* already true: no attempt, even on a free lock; a try does not ask */
+    c.cancel_at_ms = 0;
+    c.calls = 0;
+    CHECK_RC(lock_acquire(waiter, 1000, NULL), LOCK_CANCELLED);
+    CHECK_MSG(c.calls == 1, "a callback that answered true was asked %d times", c.calls);
+    lock_info info;
+    CHECK_RC(lock_inspect(third, &info), LOCK_OK);
+    CHECK_MSG(!info.held, "a cancelled call took the lock");
+    CHECK_RC(lock_try_acquire(waiter, NULL), LOCK_OK);
+    CHECK_RC(lock_release(waiter, 0), LOCK_OK);
+
+    /* cleared with NULL: waits as before */
+    CHECK_RC(lock_set_cancel(waiter, NULL, NULL), LOCK_OK);
+    c.calls = 0;
+    CHECK_RC(lock_acquire(waiter, 1000, NULL), LOCK_OK);
+    CHECK_MSG(c.calls == 0, "a cleared callback was asked");
+    CHECK_RC(lock_release(waiter, 0), LOCK_OK);
+    CLOSE(holder);
+    CLOSE(waiter);
+    CLOSE(third);
+    return no_litter(s, dir);
+}
+
+static bool test_cancel_callback(void) {
+    return for_each_strategy(cancel_a_wait);
+}
+
 /* lock_path: the lock file / directory / flock'd file; too small a buffer. */
 static bool path_of_lock(const struct strategy *s, const char *dir) {
     lock_handle *h = NULL;
@@ -1495,6 +1643,8 @@ static const struct test_case CASES[] = {
     {"test_inspect_and_cooldown", test_inspect_and_cooldown},
     {"test_break", test_break},
     {"test_warning_callback", test_warning_callback},
+    {"test_warning_names_holder", test_warning_names_holder},
+    {"test_cancel_callback", test_cancel_callback},
     {"test_lock_path", test_lock_path},
     {"test_lockfile_names_mode_and_stamp", test_lockfile_names_mode_and_stamp},
     {"test_foreign_locks", test_foreign_locks},

@@ -15,6 +15,15 @@ use crate::turnstile::{Ahead, Place, Ticket, Turnstile, SAFETY_SLICE};
 use crate::wait::{Backoff, Wake, WakeSource, Warnings};
 use core::time::Duration;
 
+/// The most slices a waiter far back in line sleeps between two looks at
+/// the line: the waiter `n` places behind the head looks every `n` slices,
+/// up to this many.
+const FARTHEST_LOOK: u32 = 4;
+
+/// The longest a waiter in line sleeps between two rounds (each of which
+/// asks its wake source's `arm`, and so its caller's cancellation).
+pub const LONGEST_SLEEP_IN_LINE: Duration = SAFETY_SLICE.saturating_mul(FARTHEST_LOOK);
+
 /// How an attempt is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Try {
@@ -83,7 +92,7 @@ pub(crate) fn wait_in_line<T>(
                 // that does not move within a slice; those further back
                 // look less often, each a slice later than the one before
                 // it, and wake only for their turn.
-                let slice = SAFETY_SLICE * ahead.clamp(1, 4);
+                let slice = SAFETY_SLICE * ahead.clamp(1, FARTHEST_LOOK);
                 if line.tried_within(2 * SAFETY_SLICE) {
                     // The head is at work, waiting for a holder from
                     // outside the line: that is progress too.
@@ -148,7 +157,10 @@ pub(crate) fn wait_in_line<T>(
         // Sleep until the first of: the turn (or the slice's end), the
         // deadline, the next warning.
         let mut until = match (turn_due, window_until) {
-            (Some(due), _) | (None, Some(due)) => due,
+            (Some(due), _) => due,
+            // A long window is slept in slices too, for the caller's
+            // cancellation.
+            (None, Some(due)) => due.min(now.saturating_add(LONGEST_SLEEP_IN_LINE)),
             (None, None) => now.saturating_add(backoff.delay()),
         };
         until = [deadline, next_warning].into_iter().flatten().fold(until, MonoTime::min);

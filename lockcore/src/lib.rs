@@ -102,7 +102,8 @@ pub use error::{
     Contention, CorruptKind, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, SpecError, SpecErrorKind,
     Unsupported, Untrusted,
 };
-pub use lock::{Acquired, Described, Lock, LockGuard, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};
+pub use fair::LONGEST_SLEEP_IN_LINE;
+pub use lock::{Acquired, Described, Lock, LockGuard, LockName, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};
 pub use owner::{HostName, Liveness, Nonce, Owner, ProcessId, FOREIGN_CLOCK_TOLERANCE, HOST_CAPACITY};
 pub use record::Record;
 pub use registry::{Ability, AbilitySet, TargetKind};

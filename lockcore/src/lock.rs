@@ -16,7 +16,7 @@ use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, Releas
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
 use crate::turnstile::{Ahead, Ticket, Turnstile, Unusable};
-use crate::wait::{self, Backoff, Notify, Sleep, Wake, WakeSource, Warnings, WatchWhenBusy};
+use crate::wait::{self, Backoff, Cancellable, Notify, Sleep, Wake, WakeSource, Warnings, WatchWhenBusy};
 
 /// How long `try_acquire` may wait for the file that orders the lock's
 /// changes (its guard, lease or queue), which its holders keep for a few
@@ -158,6 +158,12 @@ impl Lock {
     /// `<path>: <error>`.
     pub fn describe<'a>(&'a self, error: &'a Error) -> Described<'a> {
         Described { lock: self, error, owner_name: None }
+    }
+
+    /// The lock as messages name it: its path, or, for a lock that keeps
+    /// no file of this host, its scheme, server and key.
+    pub fn name(&self) -> LockName<'_> {
+        LockName(self)
     }
 
     /// Runs one operation of the strategy, which must return by `deadline`.
@@ -327,18 +333,40 @@ impl Lock {
         budget: Option<Duration>,
         warn: Option<&mut Notify<'_>>,
     ) -> Result<Acquired, Error> {
+        self.acquire_cancellable(budget, warn, &mut || false)
+    }
+
+    /// [`acquire_warned`](Self::acquire_warned), given up with
+    /// [`Error::Cancelled`] (and the place in line with it) once
+    /// `cancelled` answers true. It is asked before every attempt, so one
+    /// that already answers true ends the call without an attempt, and at
+    /// least every [`LONGEST_SLEEP_IN_LINE`] of a wait in line; a wait
+    /// outside the line asks it between attempts, which its backoff keeps
+    /// at most [`Backoff::LONGEST`] apart (an attempt that waits inside
+    /// itself, at most [`ATTEMPT_PATIENCE`]).
+    ///
+    /// [`LONGEST_SLEEP_IN_LINE`]: crate::LONGEST_SLEEP_IN_LINE
+    pub fn acquire_cancellable(
+        &mut self,
+        budget: Option<Duration>,
+        warn: Option<&mut Notify<'_>>,
+        cancelled: &mut dyn FnMut() -> bool,
+    ) -> Result<Acquired, Error> {
         if self.spec.scheme.supports(Ability::TimedAcquire) {
             // Each attempt waited for the lock itself: try again at once.
-            return self.acquire_with(budget, &mut AttemptsWait, warn);
+            return self.acquire_with(budget, &mut Cancellable::new(&mut AttemptsWait, cancelled), warn);
         }
         if self.spec.scheme.supports(Ability::OwnWake) {
             let this = RefCell::new(self);
             let mut wake = OwnWakeOf(&this);
-            return Lock::acquire_shared(&this, budget, &mut wake, warn);
+            return Lock::acquire_shared(&this, budget, &mut Cancellable::new(&mut wake, cancelled), warn);
         }
         match self.watch_path().cloned() {
-            Some(path) => self.acquire_with(budget, &mut WatchWhenBusy::new(&path), warn),
-            None => self.acquire_with(budget, &mut Sleep, warn),
+            Some(path) => {
+                let mut watch = WatchWhenBusy::new(&path);
+                self.acquire_with(budget, &mut Cancellable::new(&mut watch, cancelled), warn)
+            }
+            None => self.acquire_with(budget, &mut Cancellable::new(&mut Sleep, cancelled), warn),
         }
     }
 
@@ -754,6 +782,19 @@ impl fmt::Display for Described<'_> {
         match self.error {
             Error::File(e) => write!(f, ": {}", e.text(self.owner_name)),
             other => write!(f, ": {other}"),
+        }
+    }
+}
+
+/// What [`Lock::name`] returns.
+#[derive(Debug)]
+pub struct LockName<'a>(&'a Lock);
+
+impl fmt::Display for LockName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.path() {
+            Ok(path) => write_escaped(f, path.as_bytes()),
+            Err(_) => write_target(f, self.0.spec()),
         }
     }
 }

@@ -92,6 +92,41 @@ impl WakeSource for Sleep {
     }
 }
 
+/// Another source, given up with [`Error::Cancelled`] as soon as its
+/// caller says so: `cancelled` is asked at every [`arm`](WakeSource::arm),
+/// that is before every attempt, at least once every safety slice of a
+/// wait in line, and after every signal.
+pub struct Cancellable<'a> {
+    inner: &'a mut dyn WakeSource,
+    cancelled: &'a mut dyn FnMut() -> bool,
+}
+
+impl<'a> Cancellable<'a> {
+    /// `inner`, asking `cancelled` before each of its arms.
+    pub fn new(inner: &'a mut dyn WakeSource, cancelled: &'a mut dyn FnMut() -> bool) -> Cancellable<'a> {
+        Cancellable { inner, cancelled }
+    }
+}
+
+impl core::fmt::Debug for Cancellable<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Cancellable")
+    }
+}
+
+impl WakeSource for Cancellable<'_> {
+    fn arm(&mut self) -> Result<(), Error> {
+        if (self.cancelled)() {
+            return Err(Error::Cancelled);
+        }
+        self.inner.arm()
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Wake {
+        self.inner.wait(timeout)
+    }
+}
+
 /// Wakes a waiter when the lock's name changes in its directory, by
 /// `inotify(7)`: removed or renamed away (the releases of `lockfile`,
 /// `mkdir` and `symlink`, and of the peers that share their formats:
@@ -600,6 +635,32 @@ mod tests {
         wake.release();
         wake.arm().unwrap();
         assert_eq!(wake.wait(Duration::from_millis(1)), Wake::TimedOut);
+    }
+
+    /// A cancellable source asks its caller at every arm, and the loop
+    /// stops at the first arm after the caller says so, before an attempt.
+    #[test]
+    fn a_cancelled_wait_ends_at_the_next_arm_without_an_attempt() {
+        let mut asked = 0;
+        let mut cancelled = || {
+            asked += 1;
+            asked >= 3
+        };
+        let mut inner = Sleep;
+        let mut wake = Cancellable::new(&mut inner, &mut cancelled);
+        let mut attempts = 0;
+        let r: Result<(), Error> = wait_for(
+            None,
+            &mut wake,
+            None,
+            Backoff::with_range(Duration::from_micros(1), Duration::from_micros(2), 5),
+            || {
+                attempts += 1;
+                Err(BUSY)
+            },
+        );
+        assert_eq!(r, Err(Error::Cancelled));
+        assert_eq!((asked, attempts), (3, 2), "two attempts, then cancelled before the third");
     }
 
     /// The same through the loop: the holder lets go just after an attempt

@@ -153,14 +153,11 @@ fn open(text: &OsStr, ttl: Option<Option<Duration>>) -> Result<(Spec, Box<Lock>)
     Ok((spec, Box::new(lock)))
 }
 
-/// What tells a waiter that the lock may have changed hands: inotify on
-/// the lock's path, or, for `flock`, whose kernel lock changes no file when
-/// it is let go, on its state file, which its holder rewrites just before.
-/// Without inotify (no instance left, a lock that keeps no file), the
-/// waiter polls.
+/// What tells a watcher that the lock may have changed hands: inotify on
+/// the name the lock's holders change ([`Lock::watch_path`]). Without
+/// inotify (no instance left, a lock that keeps no file), it polls.
 fn watch(lock: &Lock) -> Box<dyn WakeSource> {
-    let path = if lock.spec().scheme == Scheme::Flock { lock.guard_path() } else { lock.path().ok() };
-    match path.map(Inotify::new) {
+    match lock.watch_path().map(Inotify::new) {
         Some(Ok(inotify)) => Box::new(inotify),
         _ => Box::new(Sleep),
     }

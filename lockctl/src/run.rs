@@ -10,7 +10,6 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use lockcore::wait::{Wake, WakeSource};
 use lockcore::{Ability, Acquired, Error, Lock, ReleaseOutcome, Spec};
 use lockstd::{Lapse, StartError, Watchdog};
 
@@ -210,9 +209,9 @@ fn acquire(lock: &mut Lock, spec: &Spec, options: &Options, signals: &Signals) -
     let result = if options.nonblock {
         lock.try_acquire()
     } else {
-        let mut wake = Interruptible { inner: crate::watch(lock), signals };
         let _progress = (!options.quiet).then(|| Progress::start(spec.clone(), options.label()));
-        lock.acquire_with(options.budget, &mut wake, None)
+        // A forwarded signal ends the wait, and gives up its place in line.
+        lock.acquire_cancellable(options.budget, None, &mut || signals.received().is_some())
     };
     let error = match result {
         Ok(acquired) => return Ok(acquired),
@@ -291,26 +290,5 @@ fn finish(lock: &mut Lock, options: &Options, signals: &Signals, code: u8, expir
             ),
         )),
         Err(error) => Err(Failure::lock("release", &options.spec, Some(lock), &error)),
-    }
-}
-
-/// A wake source whose wait ends, with an error, once a forwarded signal
-/// has come: `acquire_with` gives up (and leaves its queue place) at the
-/// next round.
-struct Interruptible<'a> {
-    inner: Box<dyn WakeSource>,
-    signals: &'a Signals,
-}
-
-impl WakeSource for Interruptible<'_> {
-    fn arm(&mut self) -> Result<(), Error> {
-        if self.signals.received().is_some() {
-            return Err(Error::Cancelled);
-        }
-        self.inner.arm()
-    }
-
-    fn wait(&mut self, timeout: Duration) -> Wake {
-        self.inner.wait(timeout)
     }
 }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use crate::boundary::{duration_arg, ffi_export, write_optional, AtLock};
+use std::fmt::Write;
+
+use crate::boundary::{duration_arg, ffi_export, while_waiting_say, write_optional, AtLock};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
 use crate::types::LOCK_WAIT_FOREVER;
@@ -42,13 +44,16 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 /// Takes the lock, waiting at most `timeout_ms` milliseconds
 /// (`LOCK_WAIT_FOREVER`: no limit; 0: one attempt, like `lock_try_acquire`
 /// but answering `LOCK_TIMEOUT`). The wait is a deadline on the monotonic
-/// clock, which every wait inside it (for the lock's guard too) keeps, with
-/// jittered exponential backoff between attempts; the warning callback, if
-/// set, is called after `wmin` and every `wafter`. On `LOCK_TIMEOUT` the
-/// message names what stood in the way at the end: the holder (pid, host,
-/// since, expiry), a cooldown, the queue ahead, or a guard held too long.
+/// clock, which every wait inside it (for the lock's guard too) keeps. On a
+/// local file system, waiters take turns first come, first served (`fair=1`,
+/// the default), each woken when its turn comes; a release by a tool outside
+/// the library wakes them too (inotify). The warning callback, if set, is
+/// called after `wmin` and every `wafter`; the cancel callback, if set, can
+/// give the wait up (`LOCK_CANCELLED`). On `LOCK_TIMEOUT` the message names
+/// what stood in the way at the end: the holder (pid, host, since, expiry),
+/// a cooldown, the queue ahead, or a guard held too long.
 ///
-/// Returns: `LOCK_OK`, `LOCK_TIMEOUT`, `LOCK_ERR_NULL_ARGUMENT`,
+/// Returns: `LOCK_OK`, `LOCK_TIMEOUT`, `LOCK_CANCELLED`, `LOCK_ERR_NULL_ARGUMENT`,
 /// `LOCK_ERR_ALREADY_HELD`, `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`,
 /// `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
 /// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
@@ -62,18 +67,30 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64, fence_out: *mut u64) -> lock_result {
     ffi_export!(lock_acquire, claim(handle), |claimed| {
         let budget = (timeout_ms != LOCK_WAIT_FOREVER).then(|| Duration::from_millis(timeout_ms));
-        let warning = *claimed.warning();
-        let mut notify = |waited: Duration, _: &lockcore::Contention| {
-            if let Some(w) = warning {
+        let (warning, cancel) = (*claimed.warning(), *claimed.cancel());
+        let name = warning.map(|_| claimed.lock().name().to_string());
+        let mut notify = |waited: Duration, why: &lockcore::Contention| {
+            if let (Some(w), Some(name)) = (warning, name.as_deref()) {
                 let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
-                // SAFETY: lock_set_warning's contract: the callback and its
-                // context stay valid while the handle may call them.
-                unsafe { (w.callback)(w.context, waited_ms) };
+                // What the callback may read with lock_last_error_message().
+                while_waiting_say(
+                    |m| write!(m, "lock_acquire: {name}: waited {waited_ms} ms so far: {why}"),
+                    || {
+                        // SAFETY: lock_set_warning's contract: the callback and
+                        // its context stay valid while the handle may call them.
+                        unsafe { (w.callback)(w.context, waited_ms) }
+                    },
+                );
             }
         };
         let warn: Option<&mut lockcore::wait::Notify<'_>> = if warning.is_some() { Some(&mut notify) } else { None };
+        let mut cancelled = || match cancel {
+            // SAFETY: lock_set_cancel's contract, as lock_set_warning's.
+            Some(c) => unsafe { (c.callback)(c.context) },
+            None => false,
+        };
         let acquired = {
-            let result = claimed.lock().acquire_warned(budget, warn);
+            let result = claimed.lock().acquire_cancellable(budget, warn, &mut cancelled);
             result.at(claimed.lock())?
         };
         claimed.release_at_exit();

@@ -288,6 +288,16 @@ fn set_message(fill: impl FnOnce(&mut String) -> std::fmt::Result) {
     });
 }
 
+/// Runs `callback`, a caller's callback made during a wait, with the
+/// message `fill` writes as this thread's last message, and clears it
+/// after: a wait that then succeeds leaves no message behind.
+pub fn while_waiting_say<T>(fill: impl FnOnce(&mut String) -> std::fmt::Result, callback: impl FnOnce() -> T) -> T {
+    set_message(fill);
+    let answer = callback();
+    clear_message();
+    answer
+}
+
 /// Copies the last message into `buf` (NUL-terminated, cut to fit) and
 /// returns its full length, as snprintf does.
 pub fn copy_last_message(buf: *mut libc::c_char, len: usize) -> usize {

@@ -15,9 +15,19 @@ use crate::result::lock_result;
 
 /// Called while `lock_acquire` waits: after `wmin`, then every `wafter`, with
 /// the time waited so far in milliseconds and the context pointer given to
-/// `lock_set_warning`.
+/// `lock_set_warning`. During the call, `lock_last_error_message()` on the
+/// same thread tells what stands in the way: the lock, the time waited, and
+/// its holder (pid, host, since, expiry), a cooldown, or the queue ahead.
 #[allow(non_camel_case_types)]
 pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, waited_ms: u64)>;
+
+/// Asked by `lock_acquire` before each attempt and at least every 40 ms of
+/// its wait, with the context pointer given to `lock_set_cancel`: `true`
+/// gives the wait up, and `lock_acquire` returns `LOCK_CANCELLED`. Called on
+/// the thread that waits; another thread or a signal handler may set the
+/// flag it reads.
+#[allow(non_camel_case_types)]
+pub type lock_cancel_fn = Option<unsafe extern "C" fn(context: *mut c_void) -> bool>;
 
 /// A lock named by a spec, and this process's hold on it. Opaque to C;
 /// made by `lock_open`, freed by `lock_close`.
@@ -58,6 +68,7 @@ pub struct lock_handle {
     lock: UnsafeCell<Lock>,
     in_use: AtomicBool,
     pub(crate) warning: UnsafeCell<Option<Warning>>,
+    pub(crate) cancel: UnsafeCell<Option<Cancel>>,
 }
 
 #[derive(Clone, Copy)]
@@ -66,9 +77,15 @@ pub(crate) struct Warning {
     pub context: *mut c_void,
 }
 
+#[derive(Clone, Copy)]
+pub(crate) struct Cancel {
+    pub callback: unsafe extern "C" fn(*mut c_void) -> bool,
+    pub context: *mut c_void,
+}
+
 impl lock_handle {
-    /// A handle for `lock`, with no watchdog, no warning callback, and no
-    /// caller inside it.
+    /// A handle for `lock`, with no watchdog, no warning or cancel
+    /// callback, and no caller inside it.
     pub fn new(lock: Lock) -> lock_handle {
         lock_handle {
             at_exit: UnsafeCell::new(None),
@@ -76,6 +93,7 @@ impl lock_handle {
             lock: UnsafeCell::new(lock),
             in_use: AtomicBool::new(false),
             warning: UnsafeCell::new(None),
+            cancel: UnsafeCell::new(None),
         }
     }
 
@@ -133,6 +151,11 @@ impl Claimed<'_> {
     pub(crate) fn warning(&mut self) -> &mut Option<Warning> {
         // SAFETY: exclusive for the same reason as `lock`.
         unsafe { &mut *self.handle.warning.get() }
+    }
+
+    pub(crate) fn cancel(&mut self) -> &mut Option<Cancel> {
+        // SAFETY: exclusive for the same reason as `lock`.
+        unsafe { &mut *self.handle.cancel.get() }
     }
 
     pub(crate) fn watchdog(&mut self) -> &mut Option<Watchdog> {

@@ -1,12 +1,13 @@
 //! Looking at a lock and managing it without holding it, and the handle's
-//! settings: `lock_inspect`, `lock_break`, `lock_path`, `lock_set_warning`.
+//! settings: `lock_inspect`, `lock_break`, `lock_path`, `lock_set_warning`,
+//! `lock_set_cancel`.
 
 use std::ffi::{c_char, c_void};
 
 use lockcore::{Liveness, WallTime};
 
 use crate::boundary::{ffi_export, write_optional, AtLock, Failure};
-use crate::handle::{lock_handle, lock_warning_fn, Warning};
+use crate::handle::{lock_cancel_fn, lock_handle, lock_warning_fn, Cancel, Warning};
 use crate::result::lock_result;
 use crate::types::{lock_info, lock_liveness, LOCK_HOST_CAPACITY};
 
@@ -118,6 +119,29 @@ pub unsafe extern "C" fn lock_set_warning(
 ) -> lock_result {
     ffi_export!(lock_set_warning, claim(handle), |claimed| {
         *claimed.warning() = callback.map(|callback| Warning { callback, context });
+        Ok(lock_result::LOCK_OK)
+    })
+}
+
+/// Sets (or, with NULL, clears) the callback that can give up a wait:
+/// `lock_acquire` asks it before each attempt (so one that already answers
+/// `true` returns at once, without trying) and at least every 40 ms while
+/// it waits, and returns `LOCK_CANCELLED` once it answers `true`, having
+/// given up its place in line. `lock_try_acquire` does not ask it.
+///
+/// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
+/// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.
+///
+/// # Safety
+/// As for `lock_set_warning`.
+#[no_mangle]
+pub unsafe extern "C" fn lock_set_cancel(
+    handle: *mut lock_handle,
+    callback: lock_cancel_fn,
+    context: *mut c_void,
+) -> lock_result {
+    ffi_export!(lock_set_cancel, claim(handle), |claimed| {
+        *claimed.cancel() = callback.map(|callback| Cancel { callback, context });
         Ok(lock_result::LOCK_OK)
     })
 }

@@ -56,14 +56,14 @@ mod acquire;
 mod commit;
 // Renewing from a thread.
 mod autorenew;
-// Inspecting, breaking, the lock's path, the waiting callback.
+// Inspecting, breaking, the lock's path, the waiting callbacks.
 mod inspect;
 
 pub use crate::acquire::{lock_acquire, lock_prolong, lock_release, lock_try_acquire};
 pub use crate::autorenew::{lock_autorenew, lock_autorenew_stop, lock_lost_fn};
 pub use crate::commit::lock_commit;
-pub use crate::handle::{lock_handle, lock_warning_fn};
-pub use crate::inspect::{lock_break, lock_inspect, lock_path, lock_set_warning};
+pub use crate::handle::{lock_cancel_fn, lock_handle, lock_warning_fn};
+pub use crate::inspect::{lock_break, lock_inspect, lock_path, lock_set_cancel, lock_set_warning};
 pub use crate::open::{lock_close, lock_last_error_message, lock_open, lock_strerror, lock_version};
 pub use crate::result::lock_result;
 pub use crate::types::{
