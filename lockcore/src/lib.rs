@@ -132,4 +132,12 @@ pub mod internals {
     pub use crate::strategy::toplock::replay::Replay;
     /// What the encoders here return.
     pub use crate::text::FixedText;
+
+    /// The pid of the next waiter to be served in the turnstile beside the
+    /// lock at `lock` (its path, as [`Lock::path`](crate::Lock::path) names
+    /// it), if it has one and anyone waits: for tests that kill it.
+    pub fn next_in_line(lock: &crate::CPath) -> Option<i32> {
+        let line = crate::turnstile::Turnstile::open(lock, crate::Sharing::new(0o600), false).ok()?;
+        line.next_in_line()
+    }
 }

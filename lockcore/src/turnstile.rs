@@ -418,6 +418,22 @@ impl Turnstile {
     }
 
     /// Whether ticket `number` is held by a process that lives.
+    /// The pid of the first live waiter in line that does not hold the
+    /// lock: the next to be served. For tests that aim a fault at it.
+    pub fn next_in_line(&self) -> Option<i32> {
+        let head = self.serving().load(SeqCst);
+        let out = self.next().load(SeqCst).wrapping_sub(head);
+        if out > SLOTS {
+            return None;
+        }
+        let holder = self.map.word64(HOLDER_AT).load(SeqCst);
+        (0..out)
+            .map(|i| head.wrapping_add(i))
+            .filter(|&n| holder != HOLDING | u64::from(n) && self.is_live(n, 0))
+            .map(|n| claim_pid(self.claim(n).load(SeqCst)))
+            .next()
+    }
+
     fn is_live(&self, number: u32, me: i32) -> bool {
         let claim = self.claim(number).load(SeqCst);
         let pid = claim_pid(claim);

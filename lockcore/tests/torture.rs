@@ -5,8 +5,10 @@
 //! entered, while the parent injects faults at random: SIGKILL of a holder,
 //! of a waiter, and of a holder again after a random delay of up to 300 µs,
 //! which lands inside its section, its release or its next acquire (the
-//! table says where each landed); and SIGSTOP of a holder until its TTL has
-//! passed, then SIGCONT. Inside the critical section a worker updates a counter file
+//! table says where each landed); SIGKILL of the next in line (the first
+//! waiter the lock's turnstile will serve) after a random delay of up to
+//! 300 µs, asleep in line, woken and trying, or just in; and SIGSTOP of a
+//! holder until its TTL has passed, then SIGCONT. Inside the critical section a worker updates a counter file
 //! through a *fenced resource* in shared memory, which refuses a writer whose
 //! fencing token is lower than one it has already seen, and an oracle counts
 //! processes inside at once.
@@ -310,16 +312,21 @@ enum Fault {
     /// acquire that is changing the lock's files.
     KillMidOperation,
     PauseHolder,
+    /// The first waiter the turnstile will serve, killed after a random
+    /// delay: asleep in line, woken for its turn, or in its attempt.
+    KillNextInLine,
 }
 
 #[derive(Default)]
 struct Report {
     sections: u64,
     counter: u64,
-    faults: [u32; 4],
+    faults: [u32; 5],
     /// Where the `KillMidOperation` victims were when killed, by state
     /// (idle, acquiring, holding, releasing).
     killed_in: [u32; 4],
+    /// Where the `KillNextInLine` victims were when killed, likewise.
+    next_killed_in: [u32; 4],
     overlaps: u32,
     refusals: u64,
     overtaken_pauses: u64,
@@ -338,6 +345,8 @@ struct Report {
 struct Torture<'a> {
     scheme: Scheme,
     spec: String,
+    /// The lock's path, beside which its turnstile lives.
+    lock_path: lockcore::CPath,
     shm: PathBuf,
     counter: PathBuf,
     map: &'a Mapping,
@@ -423,6 +432,7 @@ impl Torture<'_> {
         let slot = match fault {
             Fault::KillWaiter => self.pick(rng, &[ACQUIRING]),
             Fault::KillHolder | Fault::KillMidOperation | Fault::PauseHolder => self.pick(rng, &[HOLDING]),
+            Fault::KillNextInLine => self.next_in_line(),
         };
         let Some(slot) = slot else { return };
         report.faults[fault as usize] += 1;
@@ -441,8 +451,33 @@ impl Torture<'_> {
                 self.check_recovery(fault, at, report);
             }
             Fault::PauseHolder => self.pause(slot, report),
+            Fault::KillNextInLine => {
+                std::thread::sleep(Duration::from_micros(rng.below(300)));
+                let at = now_ns();
+                let state = shared.slots[slot].state.load(SeqCst) as usize;
+                self.kill(slot);
+                report.next_killed_in[state.min(3)] += 1;
+                self.check_recovery(fault, at, report);
+            }
         }
         let _ = shared;
+    }
+
+    /// The worker the lock's turnstile will serve next, watching for up to
+    /// a second; `None` for a scheme whose waiters keep no turnstile here.
+    fn next_in_line(&self) -> Option<usize> {
+        let shared = self.map.get();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(1) {
+            if let Some(pid) = lockcore::internals::next_in_line(&self.lock_path) {
+                let slot = (0..WORKERS).find(|&s| self.workers[s].is_some() && shared.slots[s].pid.load(SeqCst) == pid);
+                if slot.is_some() {
+                    return slot;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        None
     }
 
     fn check_recovery(&mut self, fault: Fault, at: i64, report: &mut Report) {
@@ -592,9 +627,11 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
     let map = Mapping::create(&shm);
     map.get().target.store(sections, SeqCst);
     let spec = format!("{}:{}/lock?ttl={}ms", scheme.name(), dir.display(), TTL.as_millis());
+    let lock_path = Lock::open(spec.as_bytes()).unwrap().path().unwrap().clone();
     let mut torture = Torture {
         scheme,
         spec,
+        lock_path,
         shm,
         counter: counter.clone(),
         map: &map,
@@ -606,7 +643,8 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
 
     // About one fault per 150 sections, at least a dozen, in a fixed mix.
     let faults = (sections / 150).max(12);
-    let mix = [Fault::KillHolder, Fault::KillWaiter, Fault::KillMidOperation, Fault::PauseHolder];
+    let mix =
+        [Fault::KillHolder, Fault::KillWaiter, Fault::KillMidOperation, Fault::PauseHolder, Fault::KillNextInLine];
     let mut report = Report::default();
     let shared = map.get();
     let mut injected = 0;
@@ -620,7 +658,7 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
             last_progress = (progress, Instant::now());
         }
         if injected < faults && progress >= injected * sections / faults {
-            let fault = mix[(injected % 4) as usize];
+            let fault = mix[(injected % mix.len() as u64) as usize];
             torture.inject(fault, rng, &mut report);
             injected += 1;
         }
@@ -667,18 +705,19 @@ fn every_strategy_survives_the_torture() {
     println!("torture: {WORKERS} processes, {sections} sections per strategy, ttl {TTL:?}, seed {seed}");
     println!();
     println!(
-        "| strategy | sections | counter | kill holder | kill waiter | kill mid-operation (idle/acquiring/holding/releasing) | pause | overlaps | \
+        "| strategy | sections | counter | kill holder | kill waiter | kill mid-operation (idle/acquiring/holding/releasing) | \
+         kill next in line (idle/acquiring/holding/releasing) | pause | overlaps | \
          fence refusals | overtaken pauses | caught (refused + told lost) | releases told lost | \
          worst recovery after kill | after pause | time |"
     );
-    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mut failures = Vec::new();
     // LOCK_TORTURE_STRATEGIES=toplock,lease runs only those.
     let only = std::env::var("LOCK_TORTURE_STRATEGIES").unwrap_or_default();
     for &scheme in Scheme::ALL.iter().filter(|s| only.is_empty() || only.split(',').any(|o| o == s.name())) {
         let r = run(scheme, sections, &mut rng);
         println!(
-            "| {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {:.2?} | {} | {:.0?} |",
+            "| {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} | {} | {:.2?} | {} | {:.0?} |",
             scheme.name(),
             r.sections,
             r.counter,
@@ -686,6 +725,8 @@ fn every_strategy_survives_the_torture() {
             r.faults[1],
             r.faults[2],
             r.killed_in.map(|n| n.to_string()).join("/"),
+            r.faults[4],
+            r.next_killed_in.map(|n| n.to_string()).join("/"),
             r.faults[3],
             r.overlaps,
             r.refusals,
@@ -713,6 +754,11 @@ fn every_strategy_survives_the_torture() {
             failures.push(format!("{name}: recovery after a pause took {:?}", r.worst_recovery_after_pause));
         }
         failures.extend(r.failures.iter().map(|f| format!("{name}: {f}")));
+        // Every local scheme's waiters queue in a turnstile: its next in
+        // line must have been found, and killed, at least once.
+        if r.faults[Fault::KillNextInLine as usize] == 0 {
+            failures.push(format!("{name}: no next in line was found in the turnstile to kill"));
+        }
         if scheme == Scheme::Flock && r.overtaken_pauses != 0 {
             failures.push("flock: a paused holder's kernel lock was taken".into());
         }
