@@ -103,7 +103,26 @@ impl Strategy for Toplock {
                     (ttl, wait) => ttl.or(wait),
                 };
                 let (owner, patience) = (*cx.me, patience.map(nanos));
-                self.queue.append_request(cx, |t| Line::Request { nonce, owner, patience, t })?;
+                let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
+                // Nobody queued and no cooldown: granted in the same write.
+                let first = |log: &Log| {
+                    let free = log.replay.head().is_none() && log.now >= log.replay.header.not_before;
+                    let fence = crate::fence::next(log.replay.header.last_fence, WallTime::now());
+                    let t = log.now;
+                    fence.filter(|_| free).map(|fence| Line::Grant { nonce, until: until(t), t, fence })
+                };
+                let granted =
+                    self.queue.append_request_granting(cx, |t| Line::Request { nonce, owner, patience, t }, first)?;
+                if let Some(Line::Grant { until, fence, .. }) = granted {
+                    let log = &self.queue.log;
+                    return Ok(Record {
+                        owner: *cx.me,
+                        nonce,
+                        fence,
+                        since: log.wall,
+                        expires: grant_expiry(cx, until, log),
+                    });
+                }
                 self.pending = Some(nonce);
                 nonce
             }
@@ -210,43 +229,39 @@ impl Prolong for Toplock {
 
 impl Cooldown for Toplock {
     fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        self.queue.log.replay.watched = Some(held.nonce);
-        let loaded = self.queue.load(cx);
-        self.queue.log.replay.watched = None;
-        loaded?;
-        let log = &self.queue.log;
-        let replay = &log.replay;
-        let me = replay.find(held.nonce);
-        let outcome = match (me, replay.holder(log.now)) {
-            (Some(i), Some(h)) if i == h => {
-                if grant_passed(replay.requests[i].grant, log.now) {
-                    ReleaseOutcome::Expired
-                } else {
-                    ReleaseOutcome::Released
+        let (nonce, cooldown) = (held.nonce, nanos(cooldown));
+        // Judged and ended in one section: nothing is granted in between.
+        self.queue.log.replay.watched = Some(nonce);
+        let released = self.queue.append_decided(cx, |log| {
+            let replay = &log.replay;
+            let me = replay.find(nonce);
+            let outcome = match (me, replay.holder(log.now)) {
+                (Some(i), Some(h)) if i == h => {
+                    if grant_passed(replay.requests[i].grant, log.now) {
+                        ReleaseOutcome::Expired
+                    } else {
+                        ReleaseOutcome::Released
+                    }
                 }
-            }
-            (_, Some(_)) => ReleaseOutcome::Lost,
-            // Passed over after its expiry, and nobody was granted it since.
-            (_, None) if replay.watched_end == Ended::Expired && replay.header.last_fence <= held.fence => {
-                ReleaseOutcome::Expired
-            }
-            // Broken by an operator, taken (and perhaps released) by the
-            // next in line, or no longer in the log at all.
-            (_, None) => ReleaseOutcome::Lost,
-        };
-        // Written while the request is still queued, and also after an
-        // overrun that nobody took over, so that its cooldown holds.
-        let overran_untaken = outcome == ReleaseOutcome::Expired && !cooldown.is_zero();
-        if me.is_some_and(|i| !replay.requests[i].done()) || overran_untaken {
-            let cooldown = nanos(cooldown);
-            let nonce = held.nonce;
-            self.queue.append(cx, |t| Line::Done {
-                nonce,
-                t,
-                not_before: if cooldown == 0 { 0 } else { t.saturating_add(cooldown) },
-            })?;
-        }
-        Ok(outcome)
+                (_, Some(_)) => ReleaseOutcome::Lost,
+                // Passed over after its expiry, and nobody was granted it since.
+                (_, None) if replay.watched_end == Ended::Expired && replay.header.last_fence <= held.fence => {
+                    ReleaseOutcome::Expired
+                }
+                // Broken by an operator, taken (and perhaps released) by the
+                // next in line, or no longer in the log at all.
+                (_, None) => ReleaseOutcome::Lost,
+            };
+            // Written while the request is still queued, and also after an
+            // overrun that nobody took over, so that its cooldown holds.
+            let overran_untaken = outcome == ReleaseOutcome::Expired && cooldown != 0;
+            let done = me.is_some_and(|i| !replay.requests[i].done()) || overran_untaken;
+            let t = log.now;
+            let not_before = if cooldown == 0 { 0 } else { t.saturating_add(cooldown) };
+            Ok((outcome, done.then_some(Line::Done { nonce, t, not_before })))
+        });
+        self.queue.log.replay.watched = None;
+        released
     }
 }
 

@@ -191,6 +191,20 @@ impl QueueFile {
     /// other request slips in between. [`Contention::QueueFull`] when it
     /// does not: nobody's place is taken, and the caller asks again.
     pub fn append_request(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
+        self.append_request_granting(cx, build, |_| None).map(|_| ())
+    }
+
+    /// [`append_request`](Self::append_request), and with it, in the same
+    /// write, the line `grant` makes from the log as read under the same
+    /// exclusive lock (`None`: no grant): a request that finds nobody queued
+    /// is granted in one guard section, not three. The grant written, if
+    /// any, is returned.
+    pub fn append_request_granting(
+        &mut self,
+        cx: &Context<'_>,
+        build: impl Fn(i64) -> Line,
+        grant: impl Fn(&Log) -> Option<Line>,
+    ) -> Result<Option<Line>, Error> {
         for _ in 0..2 {
             let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
             let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
@@ -200,14 +214,63 @@ impl QueueFile {
                 if !self.log.admits(line.as_bytes().len()) {
                     return Err(Error::Busy(Contention::QueueFull));
                 }
-                if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
-                    return append_line(&file, self.log.len, line.as_bytes());
+                let granted = grant(&self.log);
+                let granted_text = granted.map(|g| g.encode());
+                let granted_bytes = granted_text.as_ref().map_or(&b""[..], |g| g.as_bytes());
+                if self.log.len + 1 + line.as_bytes().len() + granted_bytes.len() < QUEUE_CAPACITY {
+                    append_lines(&file, self.log.len, &[line.as_bytes(), granted_bytes])?;
+                    if granted.is_some() {
+                        // Not loaded again, as a request that waits is.
+                        drop(file);
+                        self.tidy(cx);
+                    }
+                    return Ok(granted);
                 }
             }
             drop(file);
             self.compact(cx, !this_boot)?;
         }
         Err(Error::Busy(Contention::QueueFull))
+    }
+
+    /// Reads and replays the log under the exclusive lock and appends the
+    /// line `decide` makes of it, if any, before letting go: a decision and
+    /// the line that follows from it in one guard section, with nothing
+    /// appended between them. A log due for compaction is compacted first.
+    pub fn append_decided<T>(
+        &mut self,
+        cx: &Context<'_>,
+        decide: impl Fn(&Log) -> Result<(T, Option<Line>), Error>,
+    ) -> Result<T, Error> {
+        for _ in 0..2 {
+            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
+            let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
+            let this_boot = self.log.read(&file, cx)?;
+            if this_boot {
+                let (answer, line) = decide(&self.log)?;
+                let Some(line) = line else { return Ok(answer) };
+                let line = line.encode();
+                if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
+                    append_line(&file, self.log.len, line.as_bytes())?;
+                    drop(file);
+                    self.tidy(cx);
+                    return Ok(answer);
+                }
+            }
+            drop(file);
+            self.compact(cx, true)?;
+        }
+        Err(Error::Busy(Contention::QueueFull))
+    }
+
+    /// After a write whose section read the log but did not load it again
+    /// (which compacts a long log): compacts a log that had grown past
+    /// [`COMPACT_AT`], if that would halve it. The write stands whatever
+    /// this does; a compaction that cannot be made now is left to the next.
+    fn tidy(&mut self, cx: &Context<'_>) {
+        if self.log.len >= COMPACT_AT {
+            let _ = self.compact(cx, false);
+        }
     }
 
     /// Rewrites the log under an exclusive lock: the header with the replay
@@ -298,19 +361,27 @@ impl Compacted {
 }
 
 /// Appends one line in one write, to a log of `size` bytes read under the
-/// same exclusive lock. A log that does not end with a newline ends with a
-/// line torn by a writer that died or ran out of space inside its write:
-/// the newline that closes it goes first, in the same write, so that the
-/// torn line cannot swallow this one.
+/// same exclusive lock.
 fn append_line(file: &LockedFile<'_>, size: usize, line: &[u8]) -> Result<(), Error> {
+    append_lines(file, size, &[line])
+}
+
+/// Appends up to two lines in one write, to a log of `size` bytes read
+/// under the same exclusive lock. A log that does not end with a newline
+/// ends with a line torn by a writer that died or ran out of space inside
+/// its write: the newline that closes it goes first, in the same write, so
+/// that the torn line cannot swallow these.
+fn append_lines(file: &LockedFile<'_>, size: usize, lines: &[&[u8]]) -> Result<(), Error> {
     let mut last = [b'\n'];
     if size > 0 {
         sys::pread_full(file.fd, &mut last, size as u64 - 1).map_err(|e| FileError::io(FileRole::Lock, e))?;
     }
-    let mut out = FixedText::<{ LINE_CAPACITY + 1 }>::new();
+    let mut out = FixedText::<{ 2 * LINE_CAPACITY + 1 }>::new();
     if last[0] != b'\n' {
         let _ = out.push_bytes(b"\n");
     }
-    out.push_bytes(line).map_err(|_| Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong))?;
+    for line in lines {
+        out.push_bytes(line).map_err(|_| Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong))?;
+    }
     sys::write_all(file.fd, out.as_bytes()).map_err(|e| FileError::io(FileRole::Lock, e))
 }
