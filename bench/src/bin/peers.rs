@@ -26,9 +26,9 @@
 //! it did not make). The lock is then shared by two users, so the spec says
 //! `mode=0666`.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use bench::report::parse_duration;
@@ -178,9 +178,11 @@ const PERL_WORKER: &str = r#"
 BEGIN { require Time::HiRes; no warnings; *CORE::GLOBAL::sleep = \&Time::HiRes::sleep; }
 use strict; use warnings; use LockFile::Simple; use Fcntl;
 my ($data, $marker, $go, $stop, $delay, $hold) = @ARGV;
-Time::HiRes::sleep(0.001) until -e $go;
 # Tries for about a second per lock() call, so that the stop file is seen.
 my $m = LockFile::Simple->make(-delay => $delay, -max => int(1 / $delay) + 1, -hold => 0, -stale => 0, -warn => 0);
+$| = 1;
+print "ready\n";
+Time::HiRes::sleep(0.001) until -e $go;
 my ($count, $overlaps) = (0, 0);
 until (-e $stop) {
     next unless $m->lock($data);
@@ -264,22 +266,20 @@ fn run_cell(config: &Config, window: Duration) -> Result<Cell, String> {
         }
         perl.push(command.stdout(Stdio::piped()).spawn().map_err(|e| format!("starting perl: {e}"))?);
     }
+    // Every worker started and ready before any begins: a slow start (a
+    // loaded machine, Perl loading its modules) must not shorten its share.
+    let mut library: Vec<Worker> = library.into_iter().map(Worker::new).collect();
+    let mut perl: Vec<Worker> = perl.into_iter().map(Worker::new).collect();
+    let ready = library.iter_mut().chain(perl.iter_mut()).all(Worker::ready);
     std::fs::write(&files.go, "").map_err(|e| format!("go: {e}"))?;
+    if !ready {
+        std::fs::write(&files.stop, "").map_err(|e| format!("stop: {e}"))?;
+    }
     let start = Instant::now();
     std::thread::sleep(config.duration);
     std::fs::write(&files.stop, "").map_err(|e| format!("stop: {e}"))?;
-    let collect = |children: Vec<Child>, who: &str| -> Result<Vec<Tally>, String> {
-        children
-            .into_iter()
-            .map(|child| {
-                let output = child.wait_with_output().map_err(|e| format!("{who}: {e}"))?;
-                let text = String::from_utf8_lossy(&output.stdout);
-                match (output.status.success(), Tally::parse(&text)) {
-                    (true, Some(tally)) => Ok(tally),
-                    _ => Err(format!("a {who} worker failed ({}): {text}", output.status)),
-                }
-            })
-            .collect()
+    let collect = |workers: Vec<Worker>, who: &str| -> Result<Vec<Tally>, String> {
+        workers.into_iter().map(|worker| worker.finish().map_err(|why| format!("a {who} worker {why}"))).collect()
     };
     // Both collected before either's error is answered: no worker is left
     // behind, waiting in a directory that is about to go.
@@ -294,12 +294,45 @@ fn run_cell(config: &Config, window: Duration) -> Result<Cell, String> {
     Ok(Cell { window, seconds, library, perl, counter })
 }
 
+/// A running participant, its output read as it comes.
+struct Worker {
+    child: Child,
+    out: BufReader<ChildStdout>,
+    said: String,
+}
+
+impl Worker {
+    fn new(mut child: Child) -> Worker {
+        let out = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        Worker { child, out, said: String::new() }
+    }
+
+    /// Waits for its "ready" line; false if it ended or said something else.
+    fn ready(&mut self) -> bool {
+        let mut line = String::new();
+        let read = self.out.read_line(&mut line);
+        self.said.push_str(&line);
+        matches!(read, Ok(n) if n > 0) && line == "ready\n"
+    }
+
+    /// Its tally, once it has stopped.
+    fn finish(mut self) -> Result<Tally, String> {
+        let _ = self.out.read_to_string(&mut self.said);
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        match (status.success(), Tally::parse(&self.said)) {
+            (true, Some(tally)) => Ok(tally),
+            _ => Err(format!("failed ({status}): {}", self.said)),
+        }
+    }
+}
+
 /// A library process: the same loop as the Perl one, with this library.
 fn library_worker(args: &[String]) -> Result<Tally, String> {
     let [spec, data, marker, go, stop, hold_us] = args else { return Err("bad worker arguments".into()) };
     let hold = Duration::from_micros(hold_us.parse().map_err(|_| "bad hold")?);
     let (data, marker, go, stop) = (Path::new(data), Path::new(marker), Path::new(go), Path::new(stop));
     let mut lock = Lock::open(spec.as_bytes()).map_err(|e| format!("{spec}: {e}"))?;
+    println!("ready");
     while !go.exists() {
         std::thread::sleep(Duration::from_millis(1));
     }
