@@ -662,8 +662,16 @@ static bool cancel_a_wait(const struct strategy *s, const char *dir) {
     OPEN(holder, s, dir, NULL);
     OPEN(waiter, s, dir, NULL);
     OPEN(third, s, dir, NULL);
-    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
 
+    /* already true, before anyone ever waited for this lock: the first
+     * attempt is not made either */
+    struct canceller at_once = {.self = &at_once, .cancel_at_ms = 0, .calls = 0};
+    CHECK_RC(lock_set_cancel(third, cancel_when_due, &at_once), LOCK_OK);
+    CHECK_RC(lock_acquire(third, 1000, NULL), LOCK_CANCELLED);
+    CHECK_MSG(at_once.calls == 1, "a callback that answered true was asked %d times", at_once.calls);
+    CHECK_RC(lock_set_cancel(third, NULL, NULL), LOCK_OK);
+
+    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
     struct canceller c = {.self = &c, .cancel_at_ms = mono_ms() + 150, .calls = 0};
     CHECK_RC(lock_set_cancel(waiter, cancel_when_due, &c), LOCK_OK);
     uint64_t fence = FENCE_SENTINEL;

@@ -455,7 +455,9 @@ impl Lock {
         let backoff = Backoff::new(seed);
         // Nobody has waited for this lock yet: one attempt first, and only a
         // caller that must wait makes the turnstile.
-        let first = first_waiter.then(|| attempt(Patience::UntilDeadline, false));
+        // Armed first like every attempt, so that a wait cancelled before
+        // it began makes none.
+        let first = first_waiter.then(|| wake.arm().and_then(|()| attempt(Patience::UntilDeadline, false)));
         let must_wait = matches!(first, None | Some(Err(Error::Busy(_))));
         if first.is_some() && must_wait {
             line = this.try_borrow_mut().ok().and_then(|mut lock| lock.take_line(true));
