@@ -426,11 +426,12 @@ typedef struct {
 typedef void (*lock_warning_fn)(void *context, uint64_t waited_ms);
 
 /**
- * Asked by `lock_acquire` before each attempt and at least every 40 ms of
- * its wait, with the context pointer given to `lock_set_cancel`: `true`
- * gives the wait up, and `lock_acquire` returns `LOCK_CANCELLED`. Called on
- * the thread that waits; another thread or a signal handler may set the
- * flag it reads.
+ * Asked by `lock_acquire` before each attempt and at least every 40 ms
+ * between them, with the context pointer given to `lock_set_cancel`: `true`
+ * gives the wait up, and `lock_acquire` returns `LOCK_CANCELLED`. (An
+ * attempt under way finishes first: at most 250 ms, if another process
+ * keeps the lock's guard.) Called on the thread that waits; another thread
+ * or a signal handler may set the flag it reads.
  */
 typedef bool (*lock_cancel_fn)(void *context);
 
@@ -747,9 +748,11 @@ lock_result lock_set_warning(lock_handle *handle, lock_warning_fn callback, void
 /**
  * Sets (or, with NULL, clears) the callback that can give up a wait:
  * `lock_acquire` asks it before each attempt (so one that already answers
- * `true` returns at once, without trying) and at least every 40 ms while
- * it waits, and returns `LOCK_CANCELLED` once it answers `true`, having
- * given up its place in line. `lock_try_acquire` does not ask it.
+ * `true` returns at once, without trying) and at least every 40 ms between
+ * them, and returns `LOCK_CANCELLED` once it answers `true`, having given
+ * up its place in line. An attempt under way finishes first: at most
+ * 250 ms, if another process keeps the lock's guard. `lock_try_acquire`
+ * does not ask it.
  *
  * Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
  * `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.

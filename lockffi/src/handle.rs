@@ -21,11 +21,12 @@ use crate::result::lock_result;
 #[allow(non_camel_case_types)]
 pub type lock_warning_fn = Option<unsafe extern "C" fn(context: *mut c_void, waited_ms: u64)>;
 
-/// Asked by `lock_acquire` before each attempt and at least every 40 ms of
-/// its wait, with the context pointer given to `lock_set_cancel`: `true`
-/// gives the wait up, and `lock_acquire` returns `LOCK_CANCELLED`. Called on
-/// the thread that waits; another thread or a signal handler may set the
-/// flag it reads.
+/// Asked by `lock_acquire` before each attempt and at least every 40 ms
+/// between them, with the context pointer given to `lock_set_cancel`: `true`
+/// gives the wait up, and `lock_acquire` returns `LOCK_CANCELLED`. (An
+/// attempt under way finishes first: at most 250 ms, if another process
+/// keeps the lock's guard.) Called on the thread that waits; another thread
+/// or a signal handler may set the flag it reads.
 #[allow(non_camel_case_types)]
 pub type lock_cancel_fn = Option<unsafe extern "C" fn(context: *mut c_void) -> bool>;
 

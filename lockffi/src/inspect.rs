@@ -125,9 +125,11 @@ pub unsafe extern "C" fn lock_set_warning(
 
 /// Sets (or, with NULL, clears) the callback that can give up a wait:
 /// `lock_acquire` asks it before each attempt (so one that already answers
-/// `true` returns at once, without trying) and at least every 40 ms while
-/// it waits, and returns `LOCK_CANCELLED` once it answers `true`, having
-/// given up its place in line. `lock_try_acquire` does not ask it.
+/// `true` returns at once, without trying) and at least every 40 ms between
+/// them, and returns `LOCK_CANCELLED` once it answers `true`, having given
+/// up its place in line. An attempt under way finishes first: at most
+/// 250 ms, if another process keeps the lock's guard. `lock_try_acquire`
+/// does not ask it.
 ///
 /// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
 /// `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.
