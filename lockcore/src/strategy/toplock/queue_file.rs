@@ -38,7 +38,7 @@ pub const QUEUE_CAPACITY: usize = 16 * 1024;
 pub const RESERVE: usize = 4 * LINE_CAPACITY;
 /// Whoever reads the file compacts it once it is this long (and compaction
 /// would halve it).
-pub const COMPACT_AT: usize = 4 * 1024;
+pub const COMPACT_AT: usize = 2 * 1024;
 
 /// A queue file and what was last read of it.
 pub struct QueueFile {
