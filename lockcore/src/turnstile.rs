@@ -417,7 +417,6 @@ impl Turnstile {
         sys::futex_wake(go);
     }
 
-    /// Whether ticket `number` is held by a process that lives.
     /// The pid of the first live waiter in line that does not hold the
     /// lock: the next to be served. For tests that aim a fault at it.
     pub fn next_in_line(&self) -> Option<i32> {
@@ -434,6 +433,7 @@ impl Turnstile {
             .next()
     }
 
+    /// Whether ticket `number` is held by a process that lives.
     fn is_live(&self, number: u32, me: i32) -> bool {
         let claim = self.claim(number).load(SeqCst);
         let pid = claim_pid(claim);
