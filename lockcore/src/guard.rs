@@ -498,36 +498,39 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// The file was replaced (renamed over, as a queue compaction does)
-    /// while this guard's descriptor sat idle: a zero budget, one try,
-    /// still takes the new file, and locks the file now at the path.
-    #[test]
-    fn a_replaced_file_is_taken_by_a_single_try() {
-        let dir = test_dir("replaced");
-        let path = dir.join("lock.guard");
-        let cpath = CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap();
-        let mut guard = GuardFile::new(cpath.clone(), FileRole::Guard, Sharing::new(0o600));
-        let far = MonoTime::now().saturating_add(Duration::from_secs(5));
-        drop(guard.lock(far, None).expect("a free guard"));
+    /// A guard file at `dir/lock.guard`, made and let go, so that the
+    /// guard keeps its descriptor open; and the path.
+    fn opened_guard(dir: &std::path::Path) -> (GuardFile, CPath) {
+        let path = CPath::from_parts(&[dir.join("lock.guard").to_str().unwrap().as_bytes()]).unwrap();
+        let mut guard = GuardFile::new(path.clone(), FileRole::Guard, Sharing::new(0o600));
+        drop(guard.lock(MonoTime::now().saturating_add(Duration::from_secs(5)), None).expect("a free guard"));
+        (guard, path)
+    }
+
+    /// Renames a fresh guard file over `dir/lock.guard`, as a queue
+    /// compaction does.
+    fn replace(dir: &std::path::Path) {
         let fresh = dir.join("lock.guard.new");
         std::fs::write(&fresh, GuardState::default().encode().as_bytes()).unwrap();
         std::fs::set_permissions(&fresh, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-        std::fs::rename(&fresh, &path).unwrap();
+        std::fs::rename(&fresh, dir.join("lock.guard")).unwrap();
+    }
+
+    /// The file was replaced while this guard's descriptor sat idle: a zero
+    /// budget, one try, still takes the new file, and locks the file now at
+    /// the path.
+    #[test]
+    fn a_replaced_file_is_taken_by_a_single_try() {
+        let dir = test_dir("replaced");
+        let (mut guard, path) = opened_guard(&dir);
+        replace(&dir);
         let held = guard.lock(MonoTime::now(), None).expect("one try takes the replacement");
         drop(held);
-        let other = sys::open(&cpath, libc::O_RDWR, 0).unwrap();
+        let other = sys::open(&path, libc::O_RDWR, 0).unwrap();
         let held = guard.lock(MonoTime::now(), None).expect("and keeps it open");
         assert_eq!(sys::try_ofd_lock(&other, OfdLock::Exclusive), Ok(false), "the file at the path is the one locked");
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// Renames a fresh guard file over `path`, as a queue compaction does.
-    fn replace(path: &std::path::Path) {
-        let fresh = path.with_extension("new");
-        std::fs::write(&fresh, GuardState::default().encode().as_bytes()).unwrap();
-        std::fs::set_permissions(&fresh, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-        std::fs::rename(&fresh, path).unwrap();
     }
 
     /// Another description keeps a lock on the file that was replaced (a
@@ -537,13 +540,10 @@ mod tests {
     #[test]
     fn a_lock_left_on_a_replaced_file_holds_nobody_up() {
         let dir = test_dir("left-on-replaced");
-        let path = dir.join("lock.guard");
-        let cpath = CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap();
-        let mut guard = GuardFile::new(cpath.clone(), FileRole::Guard, Sharing::new(0o600));
-        drop(guard.lock(MonoTime::now().saturating_add(Duration::from_secs(5)), None).expect("a free guard"));
-        let stopped = sys::open(&cpath, libc::O_RDWR, 0).unwrap();
+        let (mut guard, path) = opened_guard(&dir);
+        let stopped = sys::open(&path, libc::O_RDWR, 0).unwrap();
         assert_eq!(sys::try_ofd_lock(&stopped, OfdLock::Shared), Ok(true));
-        replace(&path);
+        replace(&dir);
         let held = guard.lock(MonoTime::now(), None).expect("one try takes the file at the path");
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -555,17 +555,14 @@ mod tests {
     #[test]
     fn a_lock_taken_on_a_replaced_file_is_let_go_though_its_description_is_shared() {
         let dir = test_dir("shared-description");
-        let path = dir.join("lock.guard");
-        let cpath = CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap();
-        let mut guard = GuardFile::new(cpath.clone(), FileRole::Guard, Sharing::new(0o600));
-        drop(guard.lock(MonoTime::now().saturating_add(Duration::from_secs(5)), None).expect("a free guard"));
+        let (mut guard, path) = opened_guard(&dir);
         let raw = guard.open.as_ref().map(|(fd, _)| fd.raw()).unwrap();
         // SAFETY: `raw` is this guard's open descriptor; dup makes another
         // descriptor of the same description, closed at the end.
         let inherited = unsafe { libc::dup(raw) };
         assert!(inherited >= 0);
-        let old = sys::open(&cpath, libc::O_RDWR, 0).unwrap();
-        replace(&path);
+        let old = sys::open(&path, libc::O_RDWR, 0).unwrap();
+        replace(&dir);
         drop(guard.lock(MonoTime::now(), None).expect("one try takes the file at the path"));
         assert_eq!(sys::try_ofd_lock(&old, OfdLock::Exclusive), Ok(true), "the old file's lock was let go");
         // SAFETY: the descriptor dup made above, closed once.

@@ -442,23 +442,19 @@ impl Torture<'_> {
                 self.kill(slot);
                 self.check_recovery(fault, at, report);
             }
-            Fault::KillMidOperation => {
+            Fault::KillMidOperation | Fault::KillNextInLine => {
+                // After a random delay: wherever the victim has got to.
                 std::thread::sleep(Duration::from_micros(rng.below(300)));
                 let at = now_ns();
-                let state = shared.slots[slot].state.load(SeqCst) as usize;
+                let state = (shared.slots[slot].state.load(SeqCst) as usize).min(3);
                 self.kill(slot);
-                report.killed_in[state.min(3)] += 1;
+                match fault {
+                    Fault::KillMidOperation => report.killed_in[state] += 1,
+                    _ => report.next_killed_in[state] += 1,
+                }
                 self.check_recovery(fault, at, report);
             }
             Fault::PauseHolder => self.pause(slot, report),
-            Fault::KillNextInLine => {
-                std::thread::sleep(Duration::from_micros(rng.below(300)));
-                let at = now_ns();
-                let state = shared.slots[slot].state.load(SeqCst) as usize;
-                self.kill(slot);
-                report.next_killed_in[state.min(3)] += 1;
-                self.check_recovery(fault, at, report);
-            }
         }
         let _ = shared;
     }
