@@ -287,20 +287,24 @@ impl Turnstile {
 
     /// Whether a head tried the lock within `recently`.
     pub fn tried_within(&self, recently: Duration) -> bool {
-        let tried = self.map.word64(TRIED_AT).load(SeqCst);
-        nanos(MonoTime::now()).saturating_sub(tried) < u64::try_from(recently.as_nanos()).unwrap_or(u64::MAX)
+        self.since(TRIED_AT).is_some_and(|ago| ago < recently)
     }
 
     /// When a `window` after the last turn ended closes (the next head
     /// leaves the lock to tools outside the line until then); `None` for
-    /// no window. A time in the file that lies costs one window at most.
+    /// no window, or one that has closed.
     pub fn window_open_until(&self, window: Duration) -> Option<MonoTime> {
-        if window.is_zero() {
-            return None;
-        }
-        let passed = Duration::from_nanos(self.map.word64(PASSED_AT).load(SeqCst));
-        let until = MonoTime::EPOCH.saturating_add(passed).saturating_add(window);
-        Some(until.min(MonoTime::now().saturating_add(window)))
+        let ago = self.since(PASSED_AT)?;
+        (ago < window).then(|| MonoTime::now().saturating_add(window - ago))
+    }
+
+    /// How long ago the monotonic time in the word at `at` was; `None` for
+    /// a time ahead of now, which counts as long past: it was written on
+    /// an earlier boot (the monotonic clock starts again at each), or by
+    /// someone who lies, and must not keep the line waiting on it.
+    fn since(&self, at: usize) -> Option<Duration> {
+        let stamp = self.map.word64(at).load(SeqCst);
+        nanos(MonoTime::now()).checked_sub(stamp).map(Duration::from_nanos)
     }
 
     /// Gives up a place, wherever it is: the ticket is kept with no owner,
@@ -655,6 +659,24 @@ mod tests {
             sleeper.join().unwrap();
         });
         assert_eq!(p.other.wait(waiter, Duration::from_secs(60)), FutexWait::Woken, "the head does not sleep");
+    }
+
+    /// Times from an earlier boot, or planted, lie ahead of this boot's
+    /// monotonic clock: they must not keep a head counted as trying, nor a
+    /// window open, for ever.
+    #[test]
+    fn times_ahead_of_the_clock_count_as_long_past() {
+        let p = pair("future");
+        let ahead = nanos(MonoTime::now()) + 3_600_000_000_000;
+        p.one.map.word64(TRIED_AT).store(ahead, SeqCst);
+        p.one.map.word64(PASSED_AT).store(ahead, SeqCst);
+        assert!(!p.other.tried_within(SAFETY_SLICE * 2), "a head that tried an hour from now");
+        assert_eq!(p.other.window_open_until(Duration::from_millis(20)), None, "a window open from an hour from now");
+        p.one.trying();
+        assert!(p.other.tried_within(SAFETY_SLICE * 2), "a head that tries now");
+        p.one.map.word64(PASSED_AT).store(nanos(MonoTime::now()), SeqCst);
+        let until = p.other.window_open_until(Duration::from_millis(20)).expect("a window just opened");
+        assert!(until <= MonoTime::now().saturating_add(Duration::from_millis(20)));
     }
 
     #[test]
