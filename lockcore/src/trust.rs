@@ -87,6 +87,12 @@ impl Sharing {
         self.mode | (self.mode & 0o444) >> 2
     }
 
+    /// Whether users other than the files' owner may write them (a group
+    /// or everyone shares the lock).
+    pub fn writable_by_others(self) -> bool {
+        self.mode & 0o022 != 0
+    }
+
     /// Whether the lock is kept to its owner (no bit for group or others).
     pub fn is_private(self) -> bool {
         self.mode & 0o077 == 0

@@ -32,6 +32,14 @@
 //! Only for local file systems: a futex in a file mapped on two hosts
 //! wakes nobody on the other, so on network and user-space file systems
 //! there is no turnstile and waiters poll.
+//!
+//! And only for a lock no other user may write: whoever may write the file
+//! may also truncate it, and a process that touches a shared mapping past
+//! its file's end dies of SIGBUS. A scribble costs a turn; a truncation
+//! would let one user of the lock kill the others' waiters, or a holder in
+//! its release. A lock shared with a group or with everyone (`mode=0660`,
+//! `0666`) therefore has no turnstile: its waiters wait as with `fair=0`,
+//! woken by inotify and their backoff.
 
 use core::sync::atomic::Ordering::SeqCst;
 use core::time::Duration;
@@ -140,10 +148,13 @@ impl Turnstile {
     /// it: a lock whose files are not to be trusted gets nothing new beside
     /// it). [`Unusable::Missing`] if it is not there and not to be made;
     /// [`Unusable::Never`] where there can be none (a file system shared
-    /// with other hosts) or where it cannot be used (a file of another
-    /// format or owner at its name, a full disk): the waiters then poll, and
-    /// the lock works as before.
+    /// with other hosts, a lock other users may write) or where it cannot
+    /// be used (a file of another format or owner at its name, a full
+    /// disk): the waiters then poll, and the lock works as before.
     pub fn open(lock: &CPath, sharing: Sharing, create: bool) -> Result<Turnstile, Unusable> {
+        if sharing.writable_by_others() {
+            return Err(Unusable::Never);
+        }
         let path = files::with_suffix(lock, SUFFIX).map_err(|_| Unusable::Never)?;
         if !create && matches!(sys::lstat(&path), Err(sys::Errno::ENOENT)) {
             return Err(Unusable::Missing);
@@ -677,6 +688,25 @@ mod tests {
         p.one.map.word64(PASSED_AT).store(nanos(MonoTime::now()), SeqCst);
         let until = p.other.window_open_until(Duration::from_millis(20)).expect("a window just opened");
         assert!(until <= MonoTime::now().saturating_add(Duration::from_millis(20)));
+    }
+
+    /// A lock other users may write gets no turnstile, and none is made:
+    /// they could truncate it under the mapping of every waiter.
+    #[test]
+    fn a_lock_shared_with_other_users_has_no_turnstile() {
+        let dir = std::env::temp_dir().join(format!("lockcore-turnstile-shared-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let lock = CPath::from_parts(&[dir.join("lock").as_os_str().as_encoded_bytes()]).unwrap();
+        for mode in [0o660, 0o666, 0o620] {
+            assert_eq!(Turnstile::open(&lock, Sharing::new(mode), true).map(drop), Err(Unusable::Never), "{mode:o}");
+        }
+        assert!(!dir.join("lock.turnstile").exists(), "nothing was made");
+        for mode in [0o600, 0o640, 0o644] {
+            assert!(Turnstile::open(&lock, Sharing::new(mode), true).is_ok(), "{mode:o}");
+            std::fs::remove_file(dir.join("lock.turnstile")).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

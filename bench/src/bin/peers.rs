@@ -20,11 +20,12 @@
 //! the critical section and holds an `O_EXCL` marker file while it does: the
 //! run fails (exit status 1) if a marker was found taken (two inside at
 //! once) or if the counter is not exactly the sum of the acquisitions each
-//! participant counted. As root, the Perl processes run as `nobody`:
-//! LockFile::Simple relies on the permission check of `open(">lock")` on a
-//! read-only lock file, which root bypasses (it would truncate a lock file
-//! it did not make). The lock is then shared by two users, so the spec says
-//! `mode=0666`.
+//! participant counted. As root, every participant runs as `nobody`, in a
+//! directory of `nobody`'s: LockFile::Simple relies on the permission check
+//! of `open(">lock")` on a read-only lock file, which root bypasses (it
+//! would truncate a lock file it did not make), and a lock kept to one user
+//! is the one whose waiters queue in a turnstile (a lock other users may
+//! write has none).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -215,9 +216,8 @@ impl Files {
         let data = dir.join("counter");
         std::fs::write(&data, "0\n")?;
         if as_root() {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))?;
-            std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o666))?;
+            std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY))?;
+            std::os::unix::fs::chown(&data, Some(NOBODY), Some(NOBODY))?;
         }
         Ok(Files { marker: dir.join("inside"), go: dir.join("go"), stop: dir.join("stop"), data, dir })
     }
@@ -229,6 +229,19 @@ impl Drop for Files {
     }
 }
 
+/// The user and group every participant runs as when the report is run
+/// as root.
+const NOBODY: u32 = 65534;
+
+/// Runs `command` as [`NOBODY`] when the report runs as root.
+fn as_participant(command: &mut Command) -> &mut Command {
+    if as_root() {
+        use std::os::unix::process::CommandExt;
+        command.uid(NOBODY).gid(NOBODY);
+    }
+    command
+}
+
 fn as_root() -> bool {
     // SAFETY: geteuid cannot fail and touches no memory.
     unsafe { libc::geteuid() == 0 }
@@ -236,8 +249,7 @@ fn as_root() -> bool {
 
 /// The spec the library's processes use for `window`.
 fn spec(data: &Path, window: Duration) -> String {
-    let shared = if as_root() { "mode=0666&" } else { "" };
-    format!("lockfile:{}?{shared}window={}ms", data.display(), window.as_millis())
+    format!("lockfile:{}?window={}ms", data.display(), window.as_millis())
 }
 
 fn run_cell(config: &Config, window: Duration) -> Result<Cell, String> {
@@ -247,7 +259,7 @@ fn run_cell(config: &Config, window: Duration) -> Result<Cell, String> {
     let me = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut library = Vec::new();
     for _ in 0..config.library {
-        let child = Command::new(&me)
+        let child = as_participant(&mut Command::new(&me))
             .args(["--library-worker", &spec(&files.data, window), &data, &marker, &go, &stop])
             .arg(config.hold.as_micros().to_string())
             .stdout(Stdio::piped())
@@ -258,12 +270,8 @@ fn run_cell(config: &Config, window: Duration) -> Result<Cell, String> {
     let mut perl = Vec::new();
     for _ in 0..config.perl {
         let mut command = Command::new("perl");
-        command.args(["-e", PERL_WORKER, &data, &marker, &go, &stop]);
+        as_participant(&mut command).args(["-e", PERL_WORKER, &data, &marker, &go, &stop]);
         command.args([config.perl_delay.as_secs_f64().to_string(), config.hold.as_secs_f64().to_string()]);
-        if as_root() {
-            use std::os::unix::process::CommandExt;
-            command.uid(65534).gid(65534);
-        }
         perl.push(command.stdout(Stdio::piped()).spawn().map_err(|e| format!("starting perl: {e}"))?);
     }
     // Every worker started and ready before any begins: a slow start (a
@@ -400,7 +408,7 @@ fn main() -> ExitCode {
         human_duration(config.hold),
         human_duration(config.perl_delay),
         config.dir.display(),
-        if as_root() { " (Perl as nobody)" } else { "" }
+        if as_root() { " (every participant as nobody)" } else { "" }
     );
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
