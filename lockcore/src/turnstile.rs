@@ -253,16 +253,18 @@ impl Turnstile {
     /// How many of this library's processes wait in line, the holder's
     /// ticket not counted; `me` as for [`look`](Self::look).
     pub fn waiting(&self, me: i32) -> u32 {
+        self.live_waiters(me).count() as u32
+    }
+
+    /// The tickets out, from the head on, whose owner lives and does not
+    /// hold the lock; none for counters that lie.
+    fn live_waiters(&self, me: i32) -> impl Iterator<Item = u32> + '_ {
         let head = self.serving().load(SeqCst);
         let out = self.next().load(SeqCst).wrapping_sub(head);
-        if out > SLOTS {
-            return 0;
-        }
         let holder = self.map.word64(HOLDER_AT).load(SeqCst);
-        (0..out)
-            .map(|i| head.wrapping_add(i))
-            .filter(|&n| holder != HOLDING | u64::from(n) && self.is_live(n, me))
-            .count() as u32
+        (0..if out > SLOTS { 0 } else { out })
+            .map(move |i| head.wrapping_add(i))
+            .filter(move |&n| holder != HOLDING | u64::from(n) && self.is_live(n, me))
     }
 
     /// Sleeps until `ticket` may have become the head, for at most
@@ -435,17 +437,7 @@ impl Turnstile {
     /// The pid of the first live waiter in line that does not hold the
     /// lock: the next to be served. For tests that aim a fault at it.
     pub fn next_in_line(&self) -> Option<i32> {
-        let head = self.serving().load(SeqCst);
-        let out = self.next().load(SeqCst).wrapping_sub(head);
-        if out > SLOTS {
-            return None;
-        }
-        let holder = self.map.word64(HOLDER_AT).load(SeqCst);
-        (0..out)
-            .map(|i| head.wrapping_add(i))
-            .filter(|&n| holder != HOLDING | u64::from(n) && self.is_live(n, 0))
-            .map(|n| claim_pid(self.claim(n).load(SeqCst)))
-            .next()
+        self.live_waiters(0).map(|n| claim_pid(self.claim(n).load(SeqCst))).next()
     }
 
     /// Whether ticket `number` is held by a process that lives.

@@ -58,6 +58,11 @@ fn grant_expiry(cx: &Context<'_>, grant: Grant, log: &Log) -> Option<Moment> {
     }
 }
 
+/// The end of a grant made at `t` (the log's clock) for `ttl`.
+fn grant_until(ttl: Option<Duration>, t: i64) -> Grant {
+    ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))))
+}
+
 fn grant_passed(grant: Grant, log_now: i64) -> bool {
     matches!(grant, Grant::Until(until) if until <= log_now)
 }
@@ -103,13 +108,12 @@ impl Strategy for Toplock {
                     (ttl, wait) => ttl.or(wait),
                 };
                 let (owner, patience) = (*cx.me, patience.map(nanos));
-                let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
                 // Nobody queued and no cooldown: granted in the same write.
                 let first = |log: &Log| {
                     let free = log.replay.head().is_none() && log.now >= log.replay.header.not_before;
                     let fence = crate::fence::next(log.replay.header.last_fence, WallTime::now());
                     let t = log.now;
-                    fence.filter(|_| free).map(|fence| Line::Grant { nonce, until: until(t), t, fence })
+                    fence.filter(|_| free).map(|fence| Line::Grant { nonce, until: grant_until(ttl, t), t, fence })
                 };
                 let granted =
                     self.queue.append_request_granting(cx, |t| Line::Request { nonce, owner, patience, t }, first)?;
@@ -160,8 +164,7 @@ impl Strategy for Toplock {
             let wall = WallTime::now();
             let fence =
                 crate::fence::next(last_fence, wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
-            let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
-            self.queue.append(cx, |t| Line::Grant { nonce: mine, until: until(t), t, fence })?;
+            self.queue.append(cx, |t| Line::Grant { nonce: mine, until: grant_until(ttl, t), t, fence })?;
             self.queue.load(cx)?;
             let log = &self.queue.log;
             // Looked up again: a compaction in between renumbers the table,
@@ -213,8 +216,7 @@ impl Prolong for Toplock {
         let request = me.map(|i| log.replay.requests[i]).ok_or(Error::NotHeld)?;
         let was_expired = grant_passed(request.grant, log.now);
         let (nonce, fence) = (held.nonce, request.fence);
-        let until = |t: i64| ttl.map_or(Grant::Forever, |ttl| Grant::Until(t.saturating_add(nanos(ttl))));
-        self.queue.append(cx, |t| Line::Grant { nonce, until: until(t), t, fence })?;
+        self.queue.append(cx, |t| Line::Grant { nonce, until: grant_until(ttl, t), t, fence })?;
         self.queue.load(cx)?;
         let log = &self.queue.log;
         // Looked up again: a compaction in between renumbers the table.
