@@ -5,7 +5,8 @@
 //! in (see `src/bin/`).
 //!
 //! The programs' table of schemes is not kept by hand: this script writes
-//! `lockcore_schemes.h` into `OUT_DIR` from `lockcore::Scheme::ALL`, with
+//! `lockcore_schemes.h` into `OUT_DIR` from the schemes of
+//! `lockcore::Scheme::ALL` whose locks are files, with
 //! the files each scheme keeps as lockcore itself names them (`Lock::path`,
 //! `Lock::guard_path`), so that a scheme added to lockcore is run by every
 //! per-scheme case and by `lockdemo` with no change to the C sources.
@@ -82,7 +83,8 @@ fn main() {
 }
 
 /// `lockcore_schemes.h`: one `LOCKCORE_SCHEME(name, target, lock, guard,
-/// breaks_stale_locks, keeps_a_queue)` line per scheme of `Scheme::ALL`, in
+/// breaks_stale_locks, keeps_a_queue)` line per scheme of `Scheme::ALL`
+/// whose locks are files (the others have their own program, `server.c`), in
 /// its order, the two flags its registry abilities (break, queue). The
 /// paths are relative to the directory of the target; `guard` is `NULL` for
 /// a scheme that keeps its state in the lock file itself.
@@ -99,7 +101,8 @@ fn schemes_header() -> String {
         let name = path.strip_prefix(DIR).and_then(|p| p.strip_prefix('/')).expect("beside the target");
         format!("\"{name}\"")
     };
-    for &scheme in Scheme::ALL {
+    let file_schemes: Vec<Scheme> = Scheme::ALL.iter().copied().filter(|s| s.supports(Ability::Files)).collect();
+    for &scheme in &file_schemes {
         let spec = format!("{}:{DIR}/{TARGET}", scheme.name());
         let lock = Lock::open(spec.as_bytes()).unwrap_or_else(|e| panic!("lockcore refuses {spec}: {e}"));
         let guard = lock.guard_path().map_or_else(|| "NULL".to_string(), |p| relative(p.as_bytes()));
@@ -114,7 +117,7 @@ fn schemes_header() -> String {
         .expect("writing to a String");
     }
     out.push_str("    /* end of LOCKCORE_SCHEMES */\n\n");
-    writeln!(out, "#define LOCKCORE_SCHEME_COUNT {}\n\n#endif", Scheme::ALL.len()).expect("writing to a String");
+    writeln!(out, "#define LOCKCORE_SCHEME_COUNT {}\n\n#endif", file_schemes.len()).expect("writing to a String");
     out
 }
 

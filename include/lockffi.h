@@ -299,6 +299,59 @@ typedef enum {
    */
   LOCK_ERR_UNTRUSTED = 310,
   /**
+   * The server's host name does not resolve.
+   */
+  LOCK_ERR_SERVER_UNKNOWN_HOST = 400,
+  /**
+   * No connection to the server could be made (refused, unreachable, no
+   * socket at the path); `errno` holds why.
+   */
+  LOCK_ERR_SERVER_UNREACHABLE = 401,
+  /**
+   * The server did not answer by the call's deadline (stopped,
+   * overloaded, cut off). The connection was dropped; a release or
+   * prolong that ends so did not happen as far as the caller can tell,
+   * and the handle still holds its lock.
+   */
+  LOCK_ERR_SERVER_NO_ANSWER = 402,
+  /**
+   * The server closed the connection before its answer was whole.
+   */
+  LOCK_ERR_SERVER_DISCONNECTED = 403,
+  /**
+   * The server refused the target's user and password, or wants a
+   * login the target does not give.
+   */
+  LOCK_ERR_SERVER_AUTH = 404,
+  /**
+   * The server cannot serve now: loading its data, running a long
+   * script, or a cluster without a quorum. Try again later.
+   */
+  LOCK_ERR_SERVER_NOT_READY = 405,
+  /**
+   * The server is a read-only replica.
+   */
+  LOCK_ERR_SERVER_READ_ONLY = 406,
+  /**
+   * The server refuses writes: out of memory, or unable to save.
+   */
+  LOCK_ERR_SERVER_NO_WRITES = 407,
+  /**
+   * The server refused the command otherwise (an ACL user without the
+   * permission, a database that does not exist, scripting disabled).
+   */
+  LOCK_ERR_SERVER_REFUSED = 408,
+  /**
+   * The lock's keys on the server hold values this library never writes
+   * there; they were left untouched.
+   */
+  LOCK_ERR_SERVER_FOREIGN_KEYS = 409,
+  /**
+   * The server's answer is not one the protocol or this library's
+   * scripts give.
+   */
+  LOCK_ERR_SERVER_PROTOCOL = 410,
+  /**
    * A bug in this library was caught before it could cross into C.
    */
   LOCK_ERR_PANIC = 900
@@ -503,7 +556,13 @@ lock_result lock_open(const char *spec, lock_handle **handle_out);
  * `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
  * `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
  * `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
- * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_SERVER_UNKNOWN_HOST`,
+ * `LOCK_ERR_SERVER_UNREACHABLE`, `LOCK_ERR_SERVER_NO_ANSWER`,
+ * `LOCK_ERR_SERVER_DISCONNECTED`, `LOCK_ERR_SERVER_AUTH`,
+ * `LOCK_ERR_SERVER_NOT_READY`, `LOCK_ERR_SERVER_READ_ONLY`,
+ * `LOCK_ERR_SERVER_NO_WRITES`, `LOCK_ERR_SERVER_REFUSED`,
+ * `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
+ * `LOCK_ERR_PANIC`.
  *
  * # Safety
  * `handle` is NULL or came from `lock_open` and was not closed yet; no other
@@ -525,7 +584,13 @@ lock_result lock_close(lock_handle *handle);
  * `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
  * `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
  * `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
- * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_SERVER_UNKNOWN_HOST`,
+ * `LOCK_ERR_SERVER_UNREACHABLE`, `LOCK_ERR_SERVER_NO_ANSWER`,
+ * `LOCK_ERR_SERVER_DISCONNECTED`, `LOCK_ERR_SERVER_AUTH`,
+ * `LOCK_ERR_SERVER_NOT_READY`, `LOCK_ERR_SERVER_READ_ONLY`,
+ * `LOCK_ERR_SERVER_NO_WRITES`, `LOCK_ERR_SERVER_REFUSED`,
+ * `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
+ * `LOCK_ERR_PANIC`.
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
@@ -546,13 +611,19 @@ lock_result lock_try_acquire(lock_handle *handle, uint64_t *fence_out);
  * what stood in the way at the end: the holder (pid, host, since, expiry),
  * a cooldown, the queue ahead, or a guard held too long.
  *
- * Returns: `LOCK_OK`, `LOCK_TIMEOUT`, `LOCK_CANCELLED`, `LOCK_ERR_NULL_ARGUMENT`,
- * `LOCK_ERR_ALREADY_HELD`, `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`,
- * `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
- * `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
- * `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
- * `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
- * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+ * Returns: `LOCK_OK`, `LOCK_TIMEOUT`, `LOCK_CANCELLED`,
+ * `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_ALREADY_HELD`, `LOCK_ERR_FORKED`,
+ * `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`,
+ * `LOCK_ERR_NOT_FOUND`, `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`,
+ * `LOCK_ERR_NOT_A_LOCK`, `LOCK_ERR_CORRUPT_RECORD`,
+ * `LOCK_ERR_RECORD_TOO_LONG`, `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`,
+ * `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`,
+ * `LOCK_ERR_SERVER_UNKNOWN_HOST`, `LOCK_ERR_SERVER_UNREACHABLE`,
+ * `LOCK_ERR_SERVER_NO_ANSWER`, `LOCK_ERR_SERVER_DISCONNECTED`,
+ * `LOCK_ERR_SERVER_AUTH`, `LOCK_ERR_SERVER_NOT_READY`,
+ * `LOCK_ERR_SERVER_READ_ONLY`, `LOCK_ERR_SERVER_NO_WRITES`,
+ * `LOCK_ERR_SERVER_REFUSED`, `LOCK_ERR_SERVER_FOREIGN_KEYS`,
+ * `LOCK_ERR_SERVER_PROTOCOL`, `LOCK_ERR_PANIC`.
  *
  * # Safety
  * As for `lock_try_acquire`.
@@ -577,7 +648,13 @@ lock_result lock_acquire(lock_handle *handle, uint64_t timeout_ms, uint64_t *fen
  * `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
  * `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
  * `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
- * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_SERVER_UNKNOWN_HOST`,
+ * `LOCK_ERR_SERVER_UNREACHABLE`, `LOCK_ERR_SERVER_NO_ANSWER`,
+ * `LOCK_ERR_SERVER_DISCONNECTED`, `LOCK_ERR_SERVER_AUTH`,
+ * `LOCK_ERR_SERVER_NOT_READY`, `LOCK_ERR_SERVER_READ_ONLY`,
+ * `LOCK_ERR_SERVER_NO_WRITES`, `LOCK_ERR_SERVER_REFUSED`,
+ * `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
+ * `LOCK_ERR_PANIC`.
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`.
@@ -601,7 +678,13 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
  * `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
  * `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
  * `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`, `LOCK_ERR_NOT_A_DIRECTORY`,
- * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_SERVER_UNKNOWN_HOST`,
+ * `LOCK_ERR_SERVER_UNREACHABLE`, `LOCK_ERR_SERVER_NO_ANSWER`,
+ * `LOCK_ERR_SERVER_DISCONNECTED`, `LOCK_ERR_SERVER_AUTH`,
+ * `LOCK_ERR_SERVER_NOT_READY`, `LOCK_ERR_SERVER_READ_ONLY`,
+ * `LOCK_ERR_SERVER_NO_WRITES`, `LOCK_ERR_SERVER_REFUSED`,
+ * `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
+ * `LOCK_ERR_PANIC`.
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`.
@@ -703,7 +786,13 @@ lock_result lock_autorenew_stop(lock_handle *handle);
  * `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`, `LOCK_ERR_PERMISSION`,
  * `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`, `LOCK_ERR_CORRUPT_RECORD`,
  * `LOCK_ERR_RECORD_TOO_LONG`, `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`,
- * `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`,
+ * `LOCK_ERR_SERVER_UNKNOWN_HOST`, `LOCK_ERR_SERVER_UNREACHABLE`,
+ * `LOCK_ERR_SERVER_NO_ANSWER`, `LOCK_ERR_SERVER_DISCONNECTED`,
+ * `LOCK_ERR_SERVER_AUTH`, `LOCK_ERR_SERVER_NOT_READY`,
+ * `LOCK_ERR_SERVER_READ_ONLY`, `LOCK_ERR_SERVER_NO_WRITES`,
+ * `LOCK_ERR_SERVER_REFUSED`, `LOCK_ERR_SERVER_FOREIGN_KEYS`,
+ * `LOCK_ERR_SERVER_PROTOCOL`, `LOCK_ERR_PANIC`.
  *
  * # Safety
  * `handle` is NULL or a live handle; `info_out` is NULL or valid for one write.
@@ -723,7 +812,13 @@ lock_result lock_inspect(lock_handle *handle, lock_info *info_out);
  * `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`, `LOCK_ERR_PERMISSION`,
  * `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`, `LOCK_ERR_CORRUPT_RECORD`,
  * `LOCK_ERR_RECORD_TOO_LONG`, `LOCK_ERR_CORRUPT_GUARD`, `LOCK_ERR_SYSTEM`,
- * `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`, `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_NOT_A_DIRECTORY`, `LOCK_ERR_UNTRUSTED`,
+ * `LOCK_ERR_SERVER_UNKNOWN_HOST`, `LOCK_ERR_SERVER_UNREACHABLE`,
+ * `LOCK_ERR_SERVER_NO_ANSWER`, `LOCK_ERR_SERVER_DISCONNECTED`,
+ * `LOCK_ERR_SERVER_AUTH`, `LOCK_ERR_SERVER_NOT_READY`,
+ * `LOCK_ERR_SERVER_READ_ONLY`, `LOCK_ERR_SERVER_NO_WRITES`,
+ * `LOCK_ERR_SERVER_REFUSED`, `LOCK_ERR_SERVER_FOREIGN_KEYS`,
+ * `LOCK_ERR_SERVER_PROTOCOL`, `LOCK_ERR_PANIC`.
  *
  * # Safety
  * `handle` is NULL or a live handle; `was_held_out` is NULL or valid for one write.

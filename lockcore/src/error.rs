@@ -327,6 +327,121 @@ pub enum Error {
     CommitOntoLock,
     /// A system error that concerns no file of the lock (no randomness, no clock).
     Os(Errno),
+    /// The lock's server could not be reached or did not do what was asked.
+    Server(ServerError),
+}
+
+/// What went wrong with the server of a network lock. Each is its own
+/// [`ErrorKind`]: a caller retries some (`NotReady`, `NoAnswer`) and
+/// reports others (`AuthRefused`) at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerProblem {
+    /// Its host name does not resolve.
+    UnknownHost,
+    /// No connection could be made: refused, unreachable, no socket there.
+    Unreachable,
+    /// It did not answer by the call's deadline (stopped, overloaded, or
+    /// cut off); the connection was dropped.
+    NoAnswer,
+    /// It closed the connection before its answer was whole.
+    Disconnected,
+    /// It refused the user and password, or wants a login the target does
+    /// not give (`WRONGPASS`, `NOAUTH`).
+    AuthRefused,
+    /// It cannot serve now: loading its data, running a long script, or a
+    /// cluster without a quorum (`LOADING`, `BUSY`, `MASTERDOWN`, `TRYAGAIN`,
+    /// `CLUSTERDOWN`).
+    NotReady,
+    /// It is a read-only replica (`READONLY`).
+    ReadOnly,
+    /// It refuses writes: out of memory, or unable to save (`OOM`, `MISCONF`).
+    NoWrites,
+    /// It refused the command otherwise: a user without the permission, a
+    /// database that does not exist, scripting turned off.
+    Refused,
+    /// The lock's keys hold values this library never writes there (another
+    /// program's key of the same name); they were left untouched.
+    ForeignKeys,
+    /// Its answer is not one the protocol, or this library's scripts, give.
+    Protocol,
+}
+
+/// Longest part of a server's own error text an error keeps.
+pub const SERVER_TEXT_CAPACITY: usize = 96;
+
+/// A failure of the server of a network lock: what, the errno of a system
+/// call that failed, and the first words of the server's own answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ServerError {
+    /// What went wrong.
+    pub problem: ServerProblem,
+    /// The errno of the socket call that failed, if one did.
+    pub errno: Option<Errno>,
+    said: [u8; SERVER_TEXT_CAPACITY],
+    said_len: u8,
+}
+
+impl ServerError {
+    /// The error of `problem`, with the errno that caused it.
+    pub fn new(problem: ServerProblem, errno: Option<Errno>) -> ServerError {
+        ServerError { problem, errno, said: [0; SERVER_TEXT_CAPACITY], said_len: 0 }
+    }
+
+    /// The error of `problem` that the server put in `said` (an error reply),
+    /// whose first [`SERVER_TEXT_CAPACITY`] bytes are kept.
+    pub fn said(problem: ServerProblem, said: &[u8]) -> ServerError {
+        let len = said.len().min(SERVER_TEXT_CAPACITY);
+        let mut error = ServerError::new(problem, None);
+        error.said[..len].copy_from_slice(&said[..len]);
+        error.said_len = len as u8;
+        error
+    }
+
+    /// What the server said, if the error is its answer.
+    pub fn server_text(&self) -> &[u8] {
+        &self.said[..self.said_len as usize]
+    }
+}
+
+impl fmt::Debug for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ServerError({:?}, {self})", self.problem)
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.problem {
+            ServerProblem::UnknownHost => "the server's host name does not resolve",
+            ServerProblem::Unreachable => "no connection to the server",
+            ServerProblem::NoAnswer => "the server did not answer in time; the connection was dropped",
+            ServerProblem::Disconnected => "the server closed the connection",
+            ServerProblem::AuthRefused => "the server refused the login",
+            ServerProblem::NotReady => "the server cannot serve now",
+            ServerProblem::ReadOnly => "the server is a read-only replica",
+            ServerProblem::NoWrites => "the server refuses writes",
+            ServerProblem::Refused => "the server refused the command",
+            ServerProblem::ForeignKeys => {
+                "the lock's keys hold values this library never writes; they were left untouched"
+            }
+            ServerProblem::Protocol => "the server's answer makes no sense to this library",
+        })?;
+        if let Some(errno) = self.errno {
+            write_errno(f, errno)?;
+        }
+        if self.said_len > 0 {
+            f.write_str(": \"")?;
+            for &b in self.server_text() {
+                if b.is_ascii_graphic() || b == b' ' {
+                    write!(f, "{}", b as char)?;
+                } else {
+                    write!(f, "\\x{b:02x}")?;
+                }
+            }
+            f.write_str("\"")?;
+        }
+        Ok(())
+    }
 }
 
 /// Why a lock cannot do what it was asked.
@@ -394,6 +509,8 @@ pub enum ErrorKind {
     CommitOntoLock,
     /// [`Error::Os`], and [`Problem::Io`] with one of the lock's files.
     Os,
+    /// [`Error::Server`], by what went wrong.
+    Server(ServerProblem),
 }
 
 impl Error {
@@ -422,6 +539,7 @@ impl Error {
             Error::Commit(_) => ErrorKind::Commit,
             Error::CommitOntoLock => ErrorKind::CommitOntoLock,
             Error::Os(_) => ErrorKind::Os,
+            Error::Server(e) => ErrorKind::Server(e.problem),
         }
     }
 
@@ -438,6 +556,7 @@ impl Error {
         match self {
             Error::File(e) => e.errno,
             Error::Commit(errno) | Error::Os(errno) => Some(*errno),
+            Error::Server(e) => e.errno,
             _ => None,
         }
     }
@@ -594,6 +713,7 @@ impl fmt::Display for Error {
                 f.write_str("system error")?;
                 write_errno(f, *errno)
             }
+            Error::Server(e) => write!(f, "{e}"),
         }
     }
 }

@@ -99,8 +99,8 @@ pub mod wait;
 
 pub use clock::{BootId, BootTime, Moment, MonoTime, WallTime};
 pub use error::{
-    Contention, CorruptKind, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, SpecError, SpecErrorKind,
-    Unsupported, Untrusted,
+    Contention, CorruptKind, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, ServerError, ServerProblem,
+    SpecError, SpecErrorKind, Unsupported, Untrusted,
 };
 pub use fair::LONGEST_SLEEP_IN_LINE;
 pub use lock::{Acquired, Described, Lock, LockGuard, LockName, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};
@@ -127,6 +127,7 @@ pub mod internals {
         parse_lock_file, LockFileContent, Stamp, Unrecognised, MARKER as RECORD_MARKER, RECORD_CAPACITY,
     };
     pub use crate::strategy::lease::{LeaseState, LEASE_RECORD_LEN};
+    pub use crate::strategy::redis::waiter_pid as redis_waiter_pid;
     pub use crate::strategy::toplock::line::{Grant, Header, Line, LINE_CAPACITY};
     pub use crate::strategy::toplock::queue_file::COMPACT_AT;
     pub use crate::strategy::toplock::replay::Replay;

@@ -80,11 +80,33 @@ impl Record {
     }
 
     fn write_line(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
+        self.write_before_fence(out)?;
+        write!(out, "{}", self.fence)?;
+        self.write_after_fence(out)
+    }
+
+    /// The record line cut around its fence, for a store that writes in
+    /// the fence it hands out itself (a server's script): the line is the
+    /// first part, the fence in decimal, and the second.
+    #[doc(hidden)]
+    pub fn encode_line_around_fence(&self) -> (FixedText<RECORD_LINE_CAPACITY>, FixedText<RECORD_LINE_CAPACITY>) {
+        let (mut before, mut after) = (FixedText::new(), FixedText::new());
+        // Bounded like the whole line: each part fits.
+        let _ = self.write_before_fence(&mut before);
+        let _ = self.write_after_fence(&mut after);
+        (before, after)
+    }
+
+    fn write_before_fence(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
         out.push_bytes(MARKER)?;
         self.owner.encode_into(out)?;
         out.push_bytes(b" ")?;
         out.push_bytes(&self.nonce.hex())?;
-        write!(out, " {} {} ", self.fence, self.since.unix_nanos())?;
+        out.push_bytes(b" ")
+    }
+
+    fn write_after_fence(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
+        write!(out, " {} ", self.since.unix_nanos())?;
         write_moment(out, self.expires, b"never")
     }
 

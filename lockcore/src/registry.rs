@@ -22,6 +22,7 @@ use crate::strategy::guarded::Guarded;
 use crate::strategy::lease::Lease;
 use crate::strategy::lockfile::LockFile;
 use crate::strategy::mkdir::Mkdir;
+use crate::strategy::redis::Redis;
 use crate::strategy::symlink::Symlink;
 use crate::strategy::toplock::Toplock;
 use crate::strategy::{Abilities, Strategy};
@@ -257,6 +258,14 @@ schemes! {
         target: Path,
         keys: [],
         abilities: [Prolong, Cooldown, Break, Queue, Commit, Files],
+    }
+    /// A lease on a Redis server, for processes on several hosts: one Lua
+    /// script per operation, waiters queued and woken by the server.
+    Redis = "redis" {
+        strategy: Redis,
+        target: Url,
+        keys: [],
+        abilities: [Prolong, Cooldown, Break, Queue, TimedAcquire],
     }
     /// A lock on a server that keeps no file of this host and waits for
     /// it inside one call, for the handle's own unit tests; it reaches no

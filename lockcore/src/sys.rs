@@ -996,3 +996,233 @@ pub fn fs_type_of(path: &CPath) -> SysResult<i64> {
     retry(|| cvt(unsafe { libc::statfs(path.as_cstr().as_ptr(), &mut info) }))?;
     Ok(info.f_type as i64)
 }
+
+// ---------------------------------------------------------------------------
+// Stream sockets, for the locks that live on a server. Every socket is
+// non-blocking: a caller waits for it with `poll_socket` and its own
+// deadline, never inside a call that could outlast it.
+// ---------------------------------------------------------------------------
+
+/// A socket address: an IPv4 or IPv6 address and port, or a unix socket's
+/// path, in the form `connect(2)` takes.
+#[derive(Clone, Copy)]
+pub struct SocketAddress {
+    storage: libc::sockaddr_storage,
+    len: libc::socklen_t,
+}
+
+impl fmt::Debug for SocketAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SocketAddress(family {}, {} bytes)", self.storage.ss_family, self.len)
+    }
+}
+
+impl SocketAddress {
+    /// The address of an IP host and port.
+    pub fn ip(ip: core::net::IpAddr, port: u16) -> SocketAddress {
+        // SAFETY: an all-zero sockaddr_storage is a valid value (family 0).
+        let mut storage: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+        let len = match ip {
+            core::net::IpAddr::V4(v4) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: port.to_be(),
+                    sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.octets()) },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr.
+                unsafe { core::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+                core::mem::size_of::<libc::sockaddr_in>()
+            }
+            core::net::IpAddr::V6(v6) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: port.to_be(),
+                    sin6_flowinfo: 0,
+                    sin6_addr: libc::in6_addr { s6_addr: v6.octets() },
+                    sin6_scope_id: 0,
+                };
+                // SAFETY: as above.
+                unsafe { core::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+                core::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        SocketAddress { storage, len: len as libc::socklen_t }
+    }
+
+    /// The address of a unix socket; `Err(ENAMETOOLONG)` for a path longer
+    /// than `sun_path` holds (107 bytes).
+    pub fn unix(path: &CPath) -> SysResult<SocketAddress> {
+        // SAFETY: an all-zero sockaddr_un is a valid value.
+        let mut sun: libc::sockaddr_un = unsafe { core::mem::zeroed() };
+        let bytes = path.as_bytes();
+        if bytes.len() >= sun.sun_path.len() {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (slot, &b) in sun.sun_path.iter_mut().zip(bytes) {
+            *slot = b as libc::c_char;
+        }
+        // SAFETY: an all-zero sockaddr_storage is a valid value.
+        let mut storage: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+        // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_un.
+        unsafe { core::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sun) };
+        let len = core::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+        Ok(SocketAddress { storage, len: len as libc::socklen_t })
+    }
+
+    /// Whether it is an IP address (whose socket wants `TCP_NODELAY`).
+    fn is_ip(&self) -> bool {
+        matches!(self.storage.ss_family as libc::c_int, libc::AF_INET | libc::AF_INET6)
+    }
+}
+
+/// The first address `getaddrinfo(3)` gives for the host `name` (a NUL-
+/// terminated name or numeric address) and `port`, TCP only. The C
+/// library's resolver does the work, with its own timeouts (resolv.conf's
+/// `timeout` and `attempts`), and allocates inside itself; callers resolve
+/// once and keep the address. `Err(ENOENT)` when the name does not resolve.
+pub fn resolve(name: &CStr, port: u16) -> SysResult<SocketAddress> {
+    // SAFETY: an all-zero addrinfo is a valid hints value (every field unset).
+    let mut hints: libc::addrinfo = unsafe { core::mem::zeroed() };
+    hints.ai_socktype = libc::SOCK_STREAM;
+    hints.ai_family = libc::AF_UNSPEC;
+    hints.ai_flags = libc::AI_ADDRCONFIG;
+    let mut found: *mut libc::addrinfo = core::ptr::null_mut();
+    // SAFETY: a NUL-terminated name, no service, valid hints and out-pointer.
+    let rc = unsafe { libc::getaddrinfo(name.as_ptr(), core::ptr::null(), &hints, &mut found) };
+    if rc != 0 || found.is_null() {
+        return Err(if rc == libc::EAI_SYSTEM { Errno::last() } else { Errno::ENOENT });
+    }
+    // SAFETY: on success `found` heads a list getaddrinfo made; its first
+    // entry's address is `ai_addrlen` valid bytes. The list is freed once,
+    // here, after the one address is copied out.
+    let address = unsafe {
+        let first = &*found;
+        let mut storage: libc::sockaddr_storage = core::mem::zeroed();
+        let len = (first.ai_addrlen as usize).min(core::mem::size_of::<libc::sockaddr_storage>());
+        core::ptr::copy_nonoverlapping(
+            first.ai_addr.cast::<u8>(),
+            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+            len,
+        );
+        libc::freeaddrinfo(found);
+        SocketAddress { storage, len: len as libc::socklen_t }
+    };
+    // The port goes in by hand: the same offset in both IP families.
+    let mut address = address;
+    match address.storage.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the storage holds a sockaddr_in (its family says so).
+            unsafe {
+                (*(&mut address.storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port =
+                    port.to_be()
+            }
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the storage holds a sockaddr_in6.
+            unsafe {
+                (*(&mut address.storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port =
+                    port.to_be()
+            }
+        }
+        _ => return Err(Errno::ENOENT),
+    }
+    Ok(address)
+}
+
+/// A non-blocking, close-on-exec stream socket whose `connect(2)` to
+/// `address` has begun; `Ok((socket, true))` if it is connected already
+/// (a unix socket, usually), `Ok((socket, false))` if the connection is in
+/// progress: wait for [`Ready::Write`] and then ask [`socket_error`].
+/// An IP socket has `TCP_NODELAY`: a lock's commands are small and each
+/// waits for its answer.
+pub fn connect_start(address: &SocketAddress) -> SysResult<(Fd, bool)> {
+    let family = address.storage.ss_family as libc::c_int;
+    // SAFETY: a plain call; on success the descriptor is ours (Fd closes it).
+    let fd = Fd(cvt(unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?);
+    if address.is_ip() {
+        let on: libc::c_int = 1;
+        // SAFETY: a valid int option of its size on a socket we own. A
+        // failure only costs latency, so it is ignored.
+        unsafe {
+            libc::setsockopt(
+                fd.0,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&on as *const libc::c_int).cast(),
+                core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+    // SAFETY: the address is `len` valid bytes of a sockaddr.
+    let rc = unsafe { libc::connect(fd.0, (&address.storage as *const libc::sockaddr_storage).cast(), address.len) };
+    match cvt(rc) {
+        Ok(_) => Ok((fd, true)),
+        // EINTR: the connection goes on in the background, as EINPROGRESS.
+        Err(Errno(libc::EINPROGRESS)) | Err(Errno::EINTR) => Ok((fd, false)),
+        // A unix socket whose listener's backlog is full.
+        Err(Errno::EAGAIN) => Err(Errno(libc::ECONNREFUSED)),
+        Err(e) => Err(e),
+    }
+}
+
+/// `getsockopt(SO_ERROR)`: how a connection begun by [`connect_start`]
+/// ended, once the socket is ready to write.
+pub fn socket_error(fd: &Fd) -> SysResult<()> {
+    let mut error: libc::c_int = 0;
+    let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid int out-buffer and its length, on a socket we own.
+    cvt(unsafe {
+        libc::getsockopt(fd.0, libc::SOL_SOCKET, libc::SO_ERROR, (&mut error as *mut libc::c_int).cast(), &mut len)
+    })?;
+    match error {
+        0 => Ok(()),
+        e => Err(Errno(e)),
+    }
+}
+
+/// What [`poll_socket`] waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ready {
+    /// Something to read, or the peer's end of the stream.
+    Read,
+    /// Room to write, or a connection that has ended (well or not).
+    Write,
+}
+
+/// `ppoll(2)` on one socket for `ready`, for at most `timeout`: `Ok(true)`
+/// once it is ready (or has an error, which the next call reports),
+/// `Ok(false)` when the time passed or a signal cut the wait short.
+pub fn poll_socket(fd: &Fd, ready: Ready, timeout: Duration) -> SysResult<bool> {
+    let events = match ready {
+        Ready::Read => libc::POLLIN,
+        Ready::Write => libc::POLLOUT,
+    };
+    let mut pollfd = libc::pollfd { fd: fd.0, events, revents: 0 };
+    let timeout = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd, counted as one; a valid timespec; no mask.
+    match cvt(unsafe { libc::ppoll(&mut pollfd, 1, &timeout, core::ptr::null()) }) {
+        Ok(ready) => Ok(ready > 0),
+        Err(Errno::EINTR) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `send(2)` of what fits now, with `MSG_NOSIGNAL` (a closed peer is
+/// `EPIPE`, never a `SIGPIPE` that would kill the caller's process).
+/// `Err(EAGAIN)`: nothing fits; wait for [`Ready::Write`].
+pub fn send_some(fd: &Fd, buf: &[u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is a valid readable buffer of its length.
+    retry(|| cvt(unsafe { libc::send(fd.0, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })).map(|n| n as usize)
+}
+
+/// `recv(2)` of what has arrived; `Ok(0)` at the end of the stream.
+/// `Err(EAGAIN)`: nothing yet; wait for [`Ready::Read`].
+pub fn recv_some(fd: &Fd, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is a valid writable buffer of its length.
+    retry(|| cvt(unsafe { libc::recv(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) })).map(|n| n as usize)
+}

@@ -26,7 +26,7 @@ fn cpath(path: impl AsRef<Path>) -> CPath {
 
 #[test]
 fn a_failed_or_forbidden_commit_changes_nothing_and_keeps_the_lock() {
-    each_scheme("commit-errors", |scheme, dir| {
+    each_file_scheme("commit-errors", |scheme, dir| {
         let temp = dir.join("new");
         let target = dir.join("target");
         let a_directory = dir.join("a-directory");

@@ -57,7 +57,7 @@ fn a_private_lock_in_another_users_directory_is_refused() {
         eprintln!("skipped: needs root to give a directory to another user");
         return;
     }
-    each_scheme("dir-of-another", |scheme, dir| {
+    each_file_scheme("dir-of-another", |scheme, dir| {
         let theirs = dir.join("theirs");
         std::fs::create_dir(&theirs).unwrap();
         set_mode(&theirs, 0o755);
@@ -69,7 +69,7 @@ fn a_private_lock_in_another_users_directory_is_refused() {
 
 #[test]
 fn a_lock_shared_with_a_group_is_refused_where_others_may_write() {
-    each_scheme("dir-group", |scheme, dir| {
+    each_file_scheme("dir-group", |scheme, dir| {
         // Anyone may write /tmp: anyone may make the lock's files there first.
         let like_tmp = dir.join("like-tmp");
         std::fs::create_dir(&like_tmp).unwrap();
@@ -92,7 +92,7 @@ fn a_file_a_foreign_group_may_write_is_refused() {
         eprintln!("skipped: needs root to give a file to a foreign group");
         return;
     }
-    each_scheme("file-group", |scheme, dir| {
+    each_file_scheme("file-group", |scheme, dir| {
         let shared = dir.join("shared");
         std::fs::create_dir(&shared).unwrap();
         set_mode(&shared, 0o770);
@@ -110,7 +110,7 @@ fn a_file_a_foreign_group_may_write_is_refused() {
 
 #[test]
 fn a_directory_reached_through_a_symlink_is_judged_as_itself() {
-    each_scheme("dir-through-link", |scheme, dir| {
+    each_file_scheme("dir-through-link", |scheme, dir| {
         let real = dir.join("real");
         std::fs::create_dir(&real).unwrap();
         set_mode(&real, 0o1777);
@@ -125,7 +125,7 @@ fn a_directory_reached_through_a_symlink_is_judged_as_itself() {
 
 #[test]
 fn a_socket_where_a_file_belongs_is_no_lock() {
-    each_scheme("socket", |scheme, dir| {
+    each_file_scheme("socket", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "");
         let lock_path = scheme.lock_path(dir.path());
         let _listener = std::os::unix::net::UnixListener::bind(&lock_path).unwrap();

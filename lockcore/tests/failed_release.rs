@@ -48,7 +48,7 @@ fn write_at(path: &Path, bytes: &[u8], offset: u64) {
 
 #[test]
 fn a_failed_release_keeps_the_lock() {
-    each_scheme("failed-release", |scheme, dir| {
+    each_file_scheme("failed-release", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=1h");
         let state = scheme.state_path(dir.path());
         let mut holder = open_lock(&spec);

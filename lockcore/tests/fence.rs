@@ -103,6 +103,7 @@ fn breaking_an_expired_holder_gives_a_greater_fence() {
         let mut breaker = open_lock(&scheme.spec(dir.path(), "ttl=1h"));
         let expires = breaker.inspect().unwrap().holder.unwrap().record.unwrap().expires.unwrap();
         wait_until("the holder's TTL to pass", || expires.has_come(breaker.now()));
+        wait_for_server_expiry(scheme, &mut breaker);
 
         let result = breaker.try_acquire();
         shm.open_gate(BREAK_DONE);

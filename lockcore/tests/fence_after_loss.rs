@@ -66,7 +66,7 @@ fn corrupt_state(scheme: Scheme, dir: &Path) -> ErrorKind {
 
 #[test]
 fn fences_still_grow_after_the_state_file_is_lost() {
-    each_scheme("fence-after-loss", |scheme, dir| {
+    each_file_scheme("fence-after-loss", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=1h");
         let state = scheme.state_path(dir.path());
         let mut fences = Fences::default();
@@ -134,7 +134,7 @@ const DAMAGES: &[Damage] = &[
 
 #[test]
 fn a_torn_or_overwritten_state_file_is_refused_and_fences_never_restart_low() {
-    each_scheme("fence-after-damage", |scheme, dir| {
+    each_file_scheme("fence-after-damage", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=1h");
         let state = scheme.state_path(dir.path());
         let mut fences = Fences::default();

@@ -225,7 +225,7 @@ fn dead_pid() -> i32 {
 
 #[test]
 fn a_fresh_peer_lock_put_in_place_of_a_judged_stale_one_is_never_removed() {
-    each_scheme("foreign-swap", |scheme, dir| {
+    each_file_scheme("foreign-swap", |scheme, dir| {
         if !matches!(scheme, Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink) {
             // No peer lock format at the path: a file of another program
             // there is left exactly as it is, by any number of attempts.

@@ -97,7 +97,7 @@ fn state_at_largest_fence(scheme: Scheme, dir: &Path) -> Vec<u8> {
 
 #[test]
 fn a_state_file_at_the_largest_fence_is_refused() {
-    each_scheme("fence-max-state", |scheme, dir| {
+    each_file_scheme("fence-max-state", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=10s");
         let state = scheme.state_path(dir.path());
         let mut fences = Fences::default();
@@ -184,7 +184,7 @@ fn leave_expired_at_largest_fence(scheme: Scheme, dir: &Path) {
 
 #[test]
 fn an_expired_holder_at_the_largest_fence_is_refused_not_broken() {
-    each_scheme("fence-max-record", |scheme, dir| {
+    each_file_scheme("fence-max-record", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=10s");
         let lock_path = scheme.lock_path(dir.path());
         let mut fences = Fences::default();

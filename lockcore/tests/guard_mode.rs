@@ -60,7 +60,7 @@ fn run_role(role: &str) {
     // SAFETY: sets this process's file creation mask; nothing else runs in
     // this child.
     unsafe { libc::umask(umask as libc::mode_t) };
-    each_scheme(&format!("guard-mode-{who}-umask{umask:03o}"), |scheme, dir| {
+    each_file_scheme(&format!("guard-mode-{who}-umask{umask:03o}"), |scheme, dir| {
         // The umask is in effect: a file made without the library's
         // `fchmod` gets 0666 less it.
         let plain = dir.join("plain");

@@ -65,7 +65,7 @@ fn hold_exclusion(path: &Path, mut let_go: impl FnMut() -> bool + Send + 'static
 
 #[test]
 fn a_commit_that_waited_past_the_ttl_is_expired() {
-    each_scheme("guard-wait-commit", |scheme, dir| {
+    each_file_scheme("guard-wait-commit", |scheme, dir| {
         let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=100ms"));
         lock.try_acquire().unwrap();
         let expires: Moment = lock.held().unwrap().expires.expect("a TTL was asked for");
@@ -86,7 +86,7 @@ fn a_commit_that_waited_past_the_ttl_is_expired() {
 #[test]
 fn an_acquisition_that_waited_gets_its_whole_ttl() {
     let ttl = Duration::from_secs(60);
-    each_scheme("guard-wait-acquire", |scheme, dir| {
+    each_file_scheme("guard-wait-acquire", |scheme, dir| {
         let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=60s"));
         // The library makes its state file, in its own format, before the
         // thread locks it.

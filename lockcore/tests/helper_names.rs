@@ -182,7 +182,7 @@ fn held_and_cycled(label: &str, held: &[String], cycled: &[String]) -> Vec<Strin
 /// Lock X of `scheme`, in one directory per scheme of its neighbours,
 /// both ways round.
 fn neighbours_of(scheme: Scheme) -> Vec<String> {
-    let dirs: Vec<(Scheme, TestDir)> = Scheme::ALL
+    let dirs: Vec<(Scheme, TestDir)> = file_schemes()
         .iter()
         .map(|&other| (other, TestDir::new(&format!("helper-names-{}-{}", scheme.name(), other.name()))))
         .collect();
@@ -209,7 +209,8 @@ fn neighbours_of(scheme: Scheme) -> Vec<String> {
 fn locks_at_the_old_helper_names_are_independent_of_each_other() {
     // The schemes of X side by side: each is mostly waiting for its turn.
     let failures: Vec<String> = std::thread::scope(|s| {
-        let runs: Vec<_> = Scheme::ALL.iter().map(|&scheme| (scheme, s.spawn(move || neighbours_of(scheme)))).collect();
+        let runs: Vec<_> =
+            file_schemes().iter().map(|&scheme| (scheme, s.spawn(move || neighbours_of(scheme)))).collect();
         runs.into_iter()
             .flat_map(|(scheme, run)| {
                 let wrong = run.join().unwrap_or_else(|_| vec!["panicked".to_owned()]);
@@ -451,7 +452,7 @@ fn squatted_helper_names_stop_nothing_and_are_left_alone() {
         eprintln!("not root: the squatter runs as this same user, in a separate process");
     }
     let mut failures = Vec::new();
-    for &scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         for dirs in [false, true] {
             if let Err(why) = squatted_round(scheme, dirs, users.as_ref()) {
                 failures.push(format!("{} ({}): {why}", scheme.name(), if dirs { "directories" } else { "files" }));

@@ -661,7 +661,7 @@ fn run_case(scheme: Scheme, d: &Path, case: Case) -> Result<(), String> {
 
 #[test]
 fn hostile_and_damaged_files_on_every_scheme() {
-    each_scheme("hostile", |scheme, dir| {
+    each_file_scheme("hostile", |scheme, dir| {
         let mut failures = Vec::new();
         for (i, case) in cases(scheme).into_iter().enumerate() {
             if let Err(why) = run_case(scheme, &dir.join(&format!("case{i}")), case) {

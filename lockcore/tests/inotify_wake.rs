@@ -59,7 +59,7 @@ impl WakeSource for Noting<'_> {
 
 #[test]
 fn a_release_between_an_attempt_and_the_wait_wakes_the_waiter() {
-    each_scheme("inotify-release", |scheme, dir| {
+    each_file_scheme("inotify-release", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=1h&fair=0");
         let mut holder = open_lock(&spec);
         holder.try_acquire().unwrap();
@@ -77,7 +77,7 @@ fn a_release_between_an_attempt_and_the_wait_wakes_the_waiter() {
 
 #[test]
 fn a_waiters_own_attempts_do_not_wake_it() {
-    each_scheme("inotify-quiet", |scheme, dir| {
+    each_file_scheme("inotify-quiet", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=1h&fair=0");
         let mut holder = open_lock(&spec);
         holder.try_acquire().unwrap();

@@ -74,10 +74,11 @@ fn take(spec: &str, shm: &Shm) -> Children {
     children
 }
 
-fn hold_past_ttl(lock: &mut Lock) -> u64 {
+fn hold_past_ttl(scheme: Scheme, lock: &mut Lock) -> u64 {
     let acquired = lock.try_acquire().unwrap();
     let expires = lock.held().unwrap().expires.expect("a TTL was given");
     wait_until("the TTL to pass", || expires.has_come(lock.now()));
+    wait_for_server_expiry(scheme, lock);
     acquired.fence
 }
 
@@ -108,14 +109,18 @@ fn held_past_ttl_and_nobody_took_it_is_expired() {
     each_scheme("outcome-expired", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=200ms");
         let mut lock = open_lock(&spec);
-        hold_past_ttl(&mut lock);
-        let holder = open_lock(&spec).inspect().unwrap().holder.unwrap();
-        assert_eq!(holder.stale, scheme.breaks_stale_locks(), "stale after the TTL (never for flock)");
+        hold_past_ttl(scheme, &mut lock);
+        let holder = open_lock(&spec).inspect().unwrap().holder;
+        if expires_on_server(scheme) {
+            assert_eq!(holder, None, "free once the server expired it");
+        } else {
+            assert_eq!(holder.unwrap().stale, scheme.breaks_stale_locks(), "stale after the TTL (never for flock)");
+        }
         assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Expired));
         assert_eq!(lock.release(Duration::ZERO), Err(Error::NotHeld));
 
         // prolong past the TTL: Expired, and the lock is held again.
-        hold_past_ttl(&mut lock);
+        hold_past_ttl(scheme, &mut lock);
         assert_eq!(lock.prolong(Some(Duration::from_secs(3600))), Ok(ProlongOutcome::Expired));
         let mut other = open_lock(&spec);
         assert_eq!(kind(other.try_acquire()), Err(ErrorKind::Busy), "prolonged again");
@@ -129,7 +134,7 @@ fn held_past_ttl_and_nobody_took_it_is_expired() {
 /// is deleted first so that the other process makes and locks a new one.
 /// Returns the other process (holding until `CHECKED` opens).
 fn lose_the_lock(scheme: Scheme, dir: &TestDir, lock: &mut Lock, shm: &Shm) -> Children {
-    let mine = hold_past_ttl(lock);
+    let mine = hold_past_ttl(scheme, lock);
     let spec = scheme.spec(dir.path(), "ttl=1h");
     if !scheme.breaks_stale_locks() {
         std::fs::remove_file(scheme.lock_path(dir.path())).unwrap();
@@ -188,7 +193,7 @@ fn a_live_holder_past_its_ttl_is_broken_unless_the_kernel_holds_it() {
     each_scheme("outcome-overrun", |scheme, dir| {
         let shm = Shm::create(&dir.join("shm"));
         let mut lock = open_lock(&scheme.spec(dir.path(), "ttl=200ms"));
-        hold_past_ttl(&mut lock);
+        hold_past_ttl(scheme, &mut lock);
         let mut taker = take(&scheme.spec(dir.path(), "ttl=1h"), &shm);
         let (taken, outcome) =
             if scheme.breaks_stale_locks() { (TOOK, ReleaseOutcome::Lost) } else { (BUSY, ReleaseOutcome::Expired) };

@@ -46,7 +46,7 @@ use std::time::Duration;
 use common::users::{
     check_identity, child_user, file_kind, shm_for_everyone, SharedDir, TestUser, TestUsers, UserChild,
 };
-use common::{child_main, snapshot, var, var_usize, wait_until, SchemeFiles, Shm};
+use common::{child_main, file_schemes, snapshot, var, var_usize, wait_until, SchemeFiles, Shm};
 use lockcore::internals::{GuardState, Header, LeaseState, Line};
 use lockcore::{BootTime, Error, FileRole, Lock, Moment, Owner, Problem, ReleaseOutcome, Scheme};
 
@@ -198,7 +198,7 @@ fn each_case<T>(label: &str, cases: &[(String, T)], mut body: impl FnMut(&T)) {
 fn web_and_cron_share_a_group_lock_whatever_their_umasks() {
     let Some(users) = TestUsers::get() else { return };
     let holders = [(TestUser::Web, 0o022), (TestUser::Cron, 0o077), (TestUser::Web, 0o022), (TestUser::Cron, 0o077)];
-    let cases: Vec<(String, Scheme)> = Scheme::ALL.iter().map(|&s| (s.name().to_owned(), s)).collect();
+    let cases: Vec<(String, Scheme)> = file_schemes().iter().map(|&s| (s.name().to_owned(), s)).collect();
     each_case("group lock", &cases, |&scheme| {
         let dir = SharedDir::for_group(&users, &format!("group-{}", scheme.name()));
         let shm_dir = SharedDir::like_tmp(&format!("group-{}-shm", scheme.name()));
@@ -358,7 +358,7 @@ fn planted_content(scheme: Scheme, planted: Planted) -> String {
 fn files_planted_by_another_user_are_not_trusted() {
     let Some(users) = TestUsers::get() else { return };
     let mut cases = Vec::new();
-    for &scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         for planted in [Planted::ClosedForYears, Planted::Open] {
             cases.push((format!("{} {planted:?}", scheme.name()), (scheme, planted)));
         }

@@ -112,7 +112,7 @@ fn dead_pid() -> i32 {
 fn holder_killed_at_random_moments_never_wedges_the_lock() {
     const KILLS: usize = 25;
     let mut rng = Rng::new();
-    each_scheme("torn-random-kill", |scheme, dir| {
+    each_file_scheme("torn-random-kill", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=1h");
         let mut next = open_lock(&spec);
         for round in 0..KILLS {
@@ -156,7 +156,7 @@ fn holder_killed_at_random_moments_never_wedges_the_lock() {
 #[test]
 fn leftover_helpers_neither_wedge_nor_break_the_lock() {
     let mut rng = Rng::new();
-    each_scheme("torn-helpers", |scheme, dir| {
+    each_file_scheme("torn-helpers", |scheme, dir| {
         let spec = scheme.spec(dir.path(), "ttl=1h");
         let lock_path = scheme.lock_path(dir.path());
         let full = forged_record(4242, 1, Some("elsewhere"), 1, Some(from_now(Duration::from_secs(3600))));

@@ -36,7 +36,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-use lockcore::{Lock, ReleaseOutcome, Scheme};
+use lockcore::{Lock, ReleaseOutcome, Scheme, TargetKind};
 
 const WORKERS: usize = 16;
 const TTL: Duration = Duration::from_secs(2);
@@ -345,12 +345,33 @@ struct Report {
 struct Torture<'a> {
     scheme: Scheme,
     spec: String,
-    /// The lock's path, beside which its turnstile lives.
-    lock_path: lockcore::CPath,
+    /// Where the lock's waiters stand in line.
+    line: Line,
     shm: PathBuf,
     counter: PathBuf,
     map: &'a Mapping,
     workers: Vec<Option<Child>>,
+}
+
+/// Where a lock's waiters stand in line, to find the next one.
+enum Line {
+    /// The turnstile beside a lock at this path.
+    Turnstile(lockcore::CPath),
+    /// The queue key of a lock on this server.
+    OnServer { server: &'static testkit::Redis, queue: String },
+}
+
+impl Line {
+    /// The pid of the waiter to be served next, if anyone waits.
+    fn next_pid(&self) -> Option<i32> {
+        match self {
+            Line::Turnstile(path) => lockcore::internals::next_in_line(path),
+            Line::OnServer { server, queue } => {
+                let head = server.command(&["LINDEX", queue, "0"]);
+                lockcore::internals::redis_waiter_pid(head.as_bytes())
+            }
+        }
+    }
 }
 
 impl Torture<'_> {
@@ -465,7 +486,7 @@ impl Torture<'_> {
         let shared = self.map.get();
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(1) {
-            if let Some(pid) = lockcore::internals::next_in_line(&self.lock_path) {
+            if let Some(pid) = self.line.next_pid() {
                 let slot = (0..WORKERS).find(|&s| self.workers[s].is_some() && shared.slots[s].pid.load(SeqCst) == pid);
                 if slot.is_some() {
                     return slot;
@@ -622,12 +643,24 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
     std::fs::write(&counter, format!("{:<20}\n", 0)).unwrap();
     let map = Mapping::create(&shm);
     map.get().target.store(sections, SeqCst);
-    let spec = format!("{}:{}/lock?ttl={}ms", scheme.name(), dir.display(), TTL.as_millis());
-    let lock_path = Lock::open(spec.as_bytes()).unwrap().path().unwrap().clone();
+    let query = format!("ttl={}ms", TTL.as_millis());
+    let (spec, line) = match scheme.target_kind() {
+        TargetKind::Url => {
+            let server = testkit::shared_redis().expect("the caller skips a server scheme without a server");
+            let name = format!("torture-{}", std::process::id());
+            let queue = format!("lockcore:{{{name}}}:queue");
+            (server.spec(&name, &query), Line::OnServer { server, queue })
+        }
+        _ => {
+            let spec = format!("{}:{}/lock?{query}", scheme.name(), dir.display());
+            let path = Lock::open(spec.as_bytes()).unwrap().path().unwrap().clone();
+            (spec, Line::Turnstile(path))
+        }
+    };
     let mut torture = Torture {
         scheme,
         spec,
-        lock_path,
+        line,
         shm,
         counter: counter.clone(),
         map: &map,
@@ -711,6 +744,10 @@ fn every_strategy_survives_the_torture() {
     // LOCK_TORTURE_STRATEGIES=toplock,lease runs only those.
     let only = std::env::var("LOCK_TORTURE_STRATEGIES").unwrap_or_default();
     for &scheme in Scheme::ALL.iter().filter(|s| only.is_empty() || only.split(',').any(|o| o == s.name())) {
+        if scheme.target_kind() == TargetKind::Url && testkit::shared_redis().is_none() {
+            println!("| {} | skipped: no server |", scheme.name());
+            continue;
+        }
         let r = run(scheme, sections, &mut rng);
         println!(
             "| {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} | {} | {:.2?} | {} | {:.0?} |",

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::ffi::{CStr, OsStr};
 use std::fmt::Display;
 
-use lockcore::{Contention, Error, ErrorKind, Lock};
+use lockcore::{Contention, Error, ErrorKind, Lock, ServerProblem};
 
 /// Done; for `status`, the lock is available; for `wait`, it became so.
 pub const OK: u8 = 0;
@@ -23,6 +23,8 @@ pub const USAGE: u8 = 64;
 pub const DATA: u8 = 65;
 /// A directory on the lock's path is missing or is no directory (`EX_NOINPUT`).
 pub const NO_INPUT: u8 = 66;
+/// The lock's server has a host name that does not resolve (`EX_NOHOST`).
+pub const NO_HOST: u8 = 68;
 /// The command could not be executed, as `flock(1)` says it; or the
 /// scheme cannot do what was asked, such as breaking a `flock` lock
 /// (`EX_UNAVAILABLE`).
@@ -35,6 +37,9 @@ pub const OS: u8 = 71;
 pub const CANT_CREATE: u8 = 73;
 /// An input/output error on one of the lock's files (`EX_IOERR`).
 pub const IO: u8 = 74;
+/// The lock's server answered what makes no sense to this library
+/// (`EX_PROTOCOL`).
+pub const PROTOCOL: u8 = 76;
 /// The run was not protected to its end, or the lock could not be read
 /// now: the lock was lost while the command ran (someone else holds it),
 /// or another process kept its guard locked for as long as the call could
@@ -116,6 +121,16 @@ pub fn code_of(error: &Error) -> u8 {
         ErrorKind::Os if errno == Some(libc::ENOSPC) || errno == Some(libc::EDQUOT) => CANT_CREATE,
         ErrorKind::Os if error.file().is_some() => IO,
         ErrorKind::Os => OS,
+        ErrorKind::Server(problem) => match problem {
+            ServerProblem::UnknownHost => NO_HOST,
+            ServerProblem::Unreachable | ServerProblem::ReadOnly | ServerProblem::NoWrites | ServerProblem::Refused => {
+                UNAVAILABLE
+            }
+            ServerProblem::NoAnswer | ServerProblem::Disconnected | ServerProblem::NotReady => TEMP_FAIL,
+            ServerProblem::AuthRefused => NO_PERMISSION,
+            ServerProblem::ForeignKeys => DATA,
+            ServerProblem::Protocol => PROTOCOL,
+        },
         ErrorKind::NotHeld
         | ErrorKind::AlreadyHeld
         | ErrorKind::Forked

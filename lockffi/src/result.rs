@@ -25,7 +25,9 @@
 
 use core::ffi::CStr;
 
-use lockcore::{CommitOutcome, CorruptKind, Error, ErrorKind, ProlongOutcome, ReleaseOutcome, SpecErrorKind};
+use lockcore::{
+    CommitOutcome, CorruptKind, Error, ErrorKind, ProlongOutcome, ReleaseOutcome, ServerProblem, SpecErrorKind,
+};
 
 /// What every `lock_*` call returns.
 ///
@@ -137,6 +139,38 @@ pub enum lock_result {
     /// read nor written. The message names the file, its owner and mode.
     LOCK_ERR_UNTRUSTED = 310,
 
+    /// The server's host name does not resolve.
+    LOCK_ERR_SERVER_UNKNOWN_HOST = 400,
+    /// No connection to the server could be made (refused, unreachable, no
+    /// socket at the path); `errno` holds why.
+    LOCK_ERR_SERVER_UNREACHABLE = 401,
+    /// The server did not answer by the call's deadline (stopped,
+    /// overloaded, cut off). The connection was dropped; a release or
+    /// prolong that ends so did not happen as far as the caller can tell,
+    /// and the handle still holds its lock.
+    LOCK_ERR_SERVER_NO_ANSWER = 402,
+    /// The server closed the connection before its answer was whole.
+    LOCK_ERR_SERVER_DISCONNECTED = 403,
+    /// The server refused the target's user and password, or wants a
+    /// login the target does not give.
+    LOCK_ERR_SERVER_AUTH = 404,
+    /// The server cannot serve now: loading its data, running a long
+    /// script, or a cluster without a quorum. Try again later.
+    LOCK_ERR_SERVER_NOT_READY = 405,
+    /// The server is a read-only replica.
+    LOCK_ERR_SERVER_READ_ONLY = 406,
+    /// The server refuses writes: out of memory, or unable to save.
+    LOCK_ERR_SERVER_NO_WRITES = 407,
+    /// The server refused the command otherwise (an ACL user without the
+    /// permission, a database that does not exist, scripting disabled).
+    LOCK_ERR_SERVER_REFUSED = 408,
+    /// The lock's keys on the server hold values this library never writes
+    /// there; they were left untouched.
+    LOCK_ERR_SERVER_FOREIGN_KEYS = 409,
+    /// The server's answer is not one the protocol or this library's
+    /// scripts give.
+    LOCK_ERR_SERVER_PROTOCOL = 410,
+
     /// A bug in this library was caught before it could cross into C.
     LOCK_ERR_PANIC = 900,
 }
@@ -247,6 +281,24 @@ code_table! {
     LOCK_ERR_NOT_A_DIRECTORY: c"a component of the lock's path is not a directory", kind(ErrorKind::NotADirectory);
     LOCK_ERR_UNTRUSTED: c"a file of the lock could have been written by a user its mode does not trust",
         kind(ErrorKind::Untrusted);
+    LOCK_ERR_SERVER_UNKNOWN_HOST: c"the server's host name does not resolve",
+        kind(ErrorKind::Server(ServerProblem::UnknownHost));
+    LOCK_ERR_SERVER_UNREACHABLE: c"no connection to the server; see errno",
+        kind(ErrorKind::Server(ServerProblem::Unreachable));
+    LOCK_ERR_SERVER_NO_ANSWER: c"the server did not answer in time", kind(ErrorKind::Server(ServerProblem::NoAnswer));
+    LOCK_ERR_SERVER_DISCONNECTED: c"the server closed the connection",
+        kind(ErrorKind::Server(ServerProblem::Disconnected));
+    LOCK_ERR_SERVER_AUTH: c"the server refused the login", kind(ErrorKind::Server(ServerProblem::AuthRefused));
+    LOCK_ERR_SERVER_NOT_READY: c"the server cannot serve now (loading, busy)",
+        kind(ErrorKind::Server(ServerProblem::NotReady));
+    LOCK_ERR_SERVER_READ_ONLY: c"the server is a read-only replica", kind(ErrorKind::Server(ServerProblem::ReadOnly));
+    LOCK_ERR_SERVER_NO_WRITES: c"the server refuses writes (out of memory, cannot save)",
+        kind(ErrorKind::Server(ServerProblem::NoWrites));
+    LOCK_ERR_SERVER_REFUSED: c"the server refused the command", kind(ErrorKind::Server(ServerProblem::Refused));
+    LOCK_ERR_SERVER_FOREIGN_KEYS: c"the lock's keys on the server hold values of another program",
+        kind(ErrorKind::Server(ServerProblem::ForeignKeys));
+    LOCK_ERR_SERVER_PROTOCOL: c"the server's answer makes no sense to this library",
+        kind(ErrorKind::Server(ServerProblem::Protocol));
     LOCK_ERR_PANIC: c"internal error in the lock library (caught panic)";
 }
 

@@ -2,7 +2,8 @@
 //! the first time: which call failed, on which file (its full path), why,
 //! in the system's own words (the errno's text and number), and, where a
 //! file was refused, whose it is and its mode. Called through the C ABI
-//! itself, on every scheme of `lockcore::Scheme::ALL`:
+//! itself, on every scheme of `lockcore::Scheme::ALL` whose locks are files
+//! (the messages of a lock on a server are checked with its server's tests):
 //! * a component of the lock's path that is a file: `LOCK_ERR_NOT_A_DIRECTORY`,
 //!   and a message that does not say a directory is missing;
 //! * a missing directory, a symlink where a file belongs;
@@ -35,6 +36,11 @@ const NOBODY: u32 = 65534;
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
+
+/// The schemes whose locks are files of this host.
+fn file_schemes() -> Vec<Scheme> {
+    Scheme::ALL.iter().copied().filter(|scheme| scheme.supports(lockcore::Ability::Files)).collect()
+}
 
 /// A fresh directory in /tmp (mode 0755), removed unless the test failed.
 struct Dir(PathBuf);
@@ -174,7 +180,7 @@ fn check_message(failures: &mut Vec<String>, what: &str, call: &str, path: &str,
 #[test]
 fn path_errors_name_the_call_the_full_path_and_the_errno() {
     let mut failures = Vec::new();
-    for &scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         let dir = Dir::new(&format!("paths-{}", scheme.name()));
         let name = scheme.name();
 
@@ -264,7 +270,7 @@ fn a_file_of_another_user_is_named_with_its_owner_and_mode() {
         return;
     }
     let mut failures = Vec::new();
-    for &scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         let dir = Dir::new(&format!("untrusted-{}", scheme.name()));
         let s = spec(scheme, &dir.0, "ttl=1h");
         let state = state_path(&s);
@@ -298,7 +304,7 @@ fn permission_child() {
     let meta = fs::metadata(&dir).unwrap();
     let (uid, mode) = (std::os::unix::fs::MetadataExt::uid(&meta), meta.permissions().mode() & 0o7777);
     let mut failures = Vec::new();
-    for &scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         let s = spec(scheme, &dir, "ttl=1h");
         let h = open(&s);
         let rc = try_acquire(h);
@@ -359,7 +365,7 @@ fn a_timeout_and_a_busy_lock_name_the_holder() {
         CStr::from_bytes_until_nul(&buf).unwrap().to_str().unwrap().to_owned()
     };
     let pid = std::process::id();
-    for &scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         let dir = Dir::new(&format!("holder-{}", scheme.name()));
         let s = spec(scheme, &dir.0, "ttl=1h");
         let (lock, _) = paths(&s);
@@ -392,7 +398,7 @@ fn a_timeout_and_a_busy_lock_name_the_holder() {
 
 #[test]
 fn lock_path_with_a_small_buffer_gives_the_length_it_needs() {
-    for &scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         let dir = Dir::new(&format!("path-{}", scheme.name()));
         let s = spec(scheme, &dir.0, "");
         let (lock, _) = paths(&s);
@@ -433,7 +439,7 @@ fn hold_guard(path: &str) -> File {
 fn a_close_whose_release_cannot_get_the_guard_says_so() {
     // Each close waits the 2 s a release may wait: the schemes side by side.
     let failures: Vec<String> = std::thread::scope(|s| {
-        let runs: Vec<_> = Scheme::ALL
+        let runs: Vec<_> = file_schemes()
             .iter()
             .map(|&scheme| {
                 s.spawn(move || {

@@ -49,6 +49,17 @@ BEGIN {
         LOCK_ERR_COMMIT              => 308,
         LOCK_ERR_NOT_A_DIRECTORY     => 309,
         LOCK_ERR_UNTRUSTED           => 310,
+        LOCK_ERR_SERVER_UNKNOWN_HOST => 400,
+        LOCK_ERR_SERVER_UNREACHABLE  => 401,
+        LOCK_ERR_SERVER_NO_ANSWER    => 402,
+        LOCK_ERR_SERVER_DISCONNECTED => 403,
+        LOCK_ERR_SERVER_AUTH         => 404,
+        LOCK_ERR_SERVER_NOT_READY    => 405,
+        LOCK_ERR_SERVER_READ_ONLY    => 406,
+        LOCK_ERR_SERVER_NO_WRITES    => 407,
+        LOCK_ERR_SERVER_REFUSED      => 408,
+        LOCK_ERR_SERVER_FOREIGN_KEYS => 409,
+        LOCK_ERR_SERVER_PROTOCOL     => 410,
         LOCK_ERR_PANIC               => 900,
     );
     @LIVENESS = (

@@ -14,6 +14,7 @@ pub mod guarded;
 pub mod lease;
 pub mod lockfile;
 pub mod mkdir;
+pub mod redis;
 pub mod symlink;
 pub mod toplock;
 

@@ -54,7 +54,7 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 // Schemes
 // ---------------------------------------------------------------------------
 
-pub use lockcore::Scheme;
+pub use lockcore::{Scheme, TargetKind};
 
 /// Where the tests keep each scheme's lock in a test directory, and what
 /// the lock is made of there, for every scheme of lockcore's own list
@@ -89,6 +89,12 @@ impl SchemeFiles for Scheme {
     }
 
     fn spec(self, dir: &Path, query: &str) -> String {
+        if self.target_kind() == TargetKind::Url {
+            // A lock on the server this test process shares, named by the
+            // test directory, which no other test has.
+            let server = testkit::shared_redis().expect("each_scheme skips a server scheme without a server");
+            return server.spec(dir.to_str().expect("test paths are UTF-8"), query);
+        }
         let target = self.target(dir);
         let target = target.to_str().expect("test paths are UTF-8");
         assert!(!target.contains(['?', '%', '&']), "test directory {target} would need percent-encoding");
@@ -109,15 +115,48 @@ impl SchemeFiles for Scheme {
 }
 
 /// Runs `body` once per scheme, each in a fresh directory, and reports every
-/// scheme that failed (not only the first).
+/// scheme that failed (not only the first). A scheme whose lock lives on a
+/// server runs against one this process starts ([`testkit::shared_redis`]),
+/// and is skipped, saying so, where none can run.
 pub fn each_scheme(label: &str, body: impl FnMut(Scheme, &TestDir)) {
     each_of(label, Scheme::ALL, body);
+}
+
+/// Whether a scheme's locks expire on their server, by the server's clock:
+/// once the holder's own lease has run out, its lock is free a moment later
+/// (its key expires there), never found stale and broken by a client.
+pub fn expires_on_server(scheme: Scheme) -> bool {
+    scheme.target_kind() == TargetKind::Url
+}
+
+/// After the holder of `lock`'s own lease has run out: waits, for a scheme
+/// whose locks expire on their server, until the server has let it go too
+/// (the holder's own lease ends a drift margin before the server's).
+pub fn wait_for_server_expiry(scheme: Scheme, lock: &mut Lock) {
+    if expires_on_server(scheme) {
+        wait_until("the server to expire the lock", || lock.inspect().is_ok_and(|seen| seen.holder.is_none()));
+    }
+}
+
+/// The schemes whose locks are files of this host, which tests about
+/// files (modes, owners, planted files, helper names) cover.
+pub fn file_schemes() -> Vec<Scheme> {
+    Scheme::ALL.iter().copied().filter(|scheme| scheme.supports(lockcore::Ability::Files)).collect()
+}
+
+/// [`each_scheme`] over the schemes whose locks are files ([`file_schemes`]).
+pub fn each_file_scheme(label: &str, body: impl FnMut(Scheme, &TestDir)) {
+    each_of(label, &file_schemes(), body);
 }
 
 /// [`each_scheme`] over a chosen list of schemes.
 pub fn each_of(label: &str, schemes: &[Scheme], mut body: impl FnMut(Scheme, &TestDir)) {
     let mut failed = Vec::new();
     for &scheme in schemes {
+        if scheme.target_kind() == TargetKind::Url && testkit::shared_redis().is_none() {
+            eprintln!("[{label}] scheme {} skipped: no server", scheme.name());
+            continue;
+        }
         note_scheme_run(label, scheme);
         let dir = TestDir::new(&format!("{label}-{}", scheme.name()));
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| body(scheme, &dir)));

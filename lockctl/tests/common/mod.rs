@@ -67,6 +67,11 @@ impl TestDir {
     /// The spec of `scheme`'s lock here: for `lockfile`, of the data file
     /// `lock` (the lock is `lock.lock`), for the others the lock itself.
     pub fn spec(&self, scheme: Scheme, query: &str) -> String {
+        if scheme.target_kind() == lockcore::TargetKind::Url {
+            // On the server this test process shares, under this directory's name.
+            let server = testkit::shared_redis().expect("each_of skips a server scheme without a server");
+            return server.spec(self.0.to_str().expect("test paths are UTF-8"), query);
+        }
         let mut spec = format!("{}:{}", scheme.name(), self.join("lock").display());
         if !query.is_empty() {
             spec.push('?');
@@ -89,11 +94,17 @@ pub fn each_scheme(label: &str, body: impl Fn(Scheme, &TestDir) + Sync) {
     each_of(label, Scheme::ALL, body);
 }
 
+/// The schemes whose locks are files, for the tests about paths.
+pub fn file_schemes() -> Vec<Scheme> {
+    Scheme::ALL.iter().copied().filter(|scheme| scheme.supports(lockcore::Ability::Files)).collect()
+}
+
 pub fn each_of(label: &str, schemes: &[Scheme], body: impl Fn(Scheme, &TestDir) + Sync) {
     let body = &body;
     std::thread::scope(|scope| {
         let runs: Vec<_> = schemes
             .iter()
+            .filter(|scheme| scheme.target_kind() != lockcore::TargetKind::Url || testkit::shared_redis().is_some())
             .map(|&scheme| {
                 let thread = scope.spawn(move || body(scheme, &TestDir::new(&format!("{label}-{}", scheme.name()))));
                 (scheme, thread)

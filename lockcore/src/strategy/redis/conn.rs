@@ -1,0 +1,317 @@
+//! One connection to a Redis server.
+//!
+//! Made when first needed, with its login and database, and kept for the
+//! next call. Every exchange ends by its deadline, whatever the server
+//! does. Any trouble in the middle of one (no answer in time, a stream cut
+//! or out of step) drops the connection, so that the next call starts on a
+//! fresh one instead of reading an answer meant for an earlier question. A
+//! child of `fork()` never uses its parent's connection: the two would
+//! read each other's answers.
+
+use core::time::Duration;
+
+use super::resp::{self, Parsed, Reply};
+use crate::clock::MonoTime;
+use crate::endpoint::{Endpoint, Host};
+use crate::error::{Error, ServerError, ServerProblem};
+use crate::sys::{self, Errno, Fd, Ready, SocketAddress};
+
+/// Room for one command: a script's name and its keys and arguments, each
+/// at most a few hundred bytes (the script's source, sent once per server
+/// with `EVAL`, is the largest).
+const OUTPUT_CAPACITY: usize = 8 * 1024;
+
+/// Room for one answer: a record and a few numbers.
+const INPUT_CAPACITY: usize = 4 * 1024;
+
+/// The port a target without one means.
+pub const DEFAULT_PORT: u16 = 6379;
+
+/// A script of this library: its source and the name `EVALSHA` knows it by.
+pub struct Script {
+    /// The Lua source, which `EVAL` sends.
+    pub source: &'static str,
+    /// Its SHA-1 in hex, which `EVALSHA` sends.
+    pub sha: [u8; 40],
+}
+
+/// A connection, open or not yet.
+pub struct Connection {
+    /// The server, its login and database.
+    endpoint: Endpoint,
+    /// Resolved at the first connect and kept: a name is looked up once.
+    address: Option<SocketAddress>,
+    socket: Option<Fd>,
+    /// The process that opened `socket`.
+    opened_by: i32,
+    output: [u8; OUTPUT_CAPACITY],
+    input: [u8; INPUT_CAPACITY],
+    /// Bytes of `input` received.
+    filled: usize,
+    /// Bytes of `input` that the last whole reply takes.
+    reply_len: usize,
+}
+
+impl core::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Connection {{ endpoint: {:?}, open: {} }}", self.endpoint, self.socket.is_some())
+    }
+}
+
+impl Connection {
+    /// A connection that will be made at the first exchange.
+    pub fn new(endpoint: Endpoint) -> Connection {
+        Connection {
+            endpoint,
+            address: None,
+            socket: None,
+            opened_by: 0,
+            output: [0; OUTPUT_CAPACITY],
+            input: [0; INPUT_CAPACITY],
+            filled: 0,
+            reply_len: 0,
+        }
+    }
+
+    /// Sends `args` as one command and reads its answer, by `deadline`;
+    /// [`reply`](Self::reply) gives the answer. An error answer is an
+    /// answer: it is the caller's to judge.
+    pub fn exchange(&mut self, args: &[&[u8]], deadline: MonoTime) -> Result<(), Error> {
+        if self.socket.is_some() && self.opened_by != sys::getpid() {
+            // The parent's: forgotten here, still open there.
+            self.socket = None;
+        }
+        if self.socket.is_none() {
+            self.connect(deadline)?;
+        }
+        let outcome = self.send(args, deadline).and_then(|()| self.receive(deadline));
+        if outcome.is_err() {
+            self.socket = None;
+        }
+        outcome
+    }
+
+    /// The answer of the last [`exchange`](Self::exchange) that succeeded.
+    pub fn reply(&self) -> Reply<'_> {
+        match resp::parse(&self.input[..self.reply_len]) {
+            Ok(Parsed::Whole(reply, _)) => reply,
+            // `receive` kept it only after it parsed whole.
+            _ => Reply::Bulk(None),
+        }
+    }
+
+    /// Runs `script` by its SHA-1, or by its source if the server does not
+    /// know it yet; an error answer becomes the error it stands for, and
+    /// [`reply`](Self::reply) gives any other.
+    pub fn eval(&mut self, script: &Script, keys: &[&[u8]], args: &[&[u8]], deadline: MonoTime) -> Result<(), Error> {
+        let mut count = crate::text::FixedText::<8>::new();
+        let _ = core::fmt::Write::write_fmt(&mut count, format_args!("{}", keys.len()));
+        let mut command: [&[u8]; 24] = [b""; 24];
+        let len = 3 + keys.len() + args.len();
+        if len > command.len() {
+            return Err(Error::Server(ServerError::new(ServerProblem::Protocol, None)));
+        }
+        command[0] = b"EVALSHA";
+        command[1] = &script.sha;
+        command[2] = count.as_bytes();
+        command[3..3 + keys.len()].copy_from_slice(keys);
+        command[3 + keys.len()..len].copy_from_slice(args);
+        self.exchange(&command[..len], deadline)?;
+        if matches!(self.reply(), Reply::Error(said) if said.starts_with(b"NOSCRIPT")) {
+            command[0] = b"EVAL";
+            command[1] = script.source.as_bytes();
+            self.exchange(&command[..len], deadline)?;
+        }
+        match self.reply() {
+            Reply::Error(said) => Err(Error::Server(server_error(said))),
+            _ => Ok(()),
+        }
+    }
+
+    fn connect(&mut self, deadline: MonoTime) -> Result<(), Error> {
+        let address = match self.address {
+            Some(address) => address,
+            None => {
+                let address = address_of(&self.endpoint)?;
+                self.address = Some(address);
+                address
+            }
+        };
+        let unreachable = |errno| Error::Server(ServerError::new(ServerProblem::Unreachable, Some(errno)));
+        let (socket, connected) = sys::connect_start(&address).map_err(unreachable)?;
+        if !connected {
+            if !wait_for(&socket, Ready::Write, deadline)? {
+                return Err(Error::Server(ServerError::new(ServerProblem::NoAnswer, None)));
+            }
+            sys::socket_error(&socket).map_err(unreachable)?;
+        }
+        self.socket = Some(socket);
+        self.opened_by = sys::getpid();
+        let login = self.log_in(deadline);
+        if login.is_err() {
+            self.socket = None;
+        }
+        login
+    }
+
+    /// `AUTH` with the target's user and password, and `SELECT` of its
+    /// database, when it names them.
+    fn log_in(&mut self, deadline: MonoTime) -> Result<(), Error> {
+        if let Some(password) = self.endpoint.password() {
+            let password = *password;
+            let user = self.endpoint.user;
+            let auth: &[&[u8]] = match &user {
+                Some(user) => &[b"AUTH", user.as_bytes(), password.as_bytes()],
+                None => &[b"AUTH", password.as_bytes()],
+            };
+            self.send(auth, deadline)?;
+            self.receive(deadline)?;
+            if let Reply::Error(said) = self.reply() {
+                return Err(Error::Server(ServerError::said(ServerProblem::AuthRefused, said)));
+            }
+        }
+        if let Some(db) = self.endpoint.db {
+            let mut digits = crate::text::FixedText::<12>::new();
+            let _ = core::fmt::Write::write_fmt(&mut digits, format_args!("{db}"));
+            self.send(&[b"SELECT", digits.as_bytes()], deadline)?;
+            self.receive(deadline)?;
+            if let Reply::Error(said) = self.reply() {
+                return Err(Error::Server(server_error(said)));
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, args: &[&[u8]], deadline: MonoTime) -> Result<(), Error> {
+        let Some(len) = resp::encode(&mut self.output, args) else {
+            // Every command of this library fits; only a key near its limit
+            // with a long record could come close.
+            return Err(Error::Server(ServerError::new(ServerProblem::Protocol, None)));
+        };
+        let socket = self.socket.as_ref().ok_or(Error::Server(ServerError::new(ServerProblem::Disconnected, None)))?;
+        let mut sent = 0;
+        while sent < len {
+            match sys::send_some(socket, &self.output[sent..len]) {
+                Ok(n) => sent += n,
+                Err(Errno::EAGAIN) => {
+                    if !wait_for(socket, Ready::Write, deadline)? {
+                        return Err(Error::Server(ServerError::new(ServerProblem::NoAnswer, None)));
+                    }
+                }
+                Err(errno) => return Err(Error::Server(ServerError::new(ServerProblem::Disconnected, Some(errno)))),
+            }
+        }
+        Ok(())
+    }
+
+    fn receive(&mut self, deadline: MonoTime) -> Result<(), Error> {
+        self.filled = 0;
+        self.reply_len = 0;
+        let socket = self.socket.as_ref().ok_or(Error::Server(ServerError::new(ServerProblem::Disconnected, None)))?;
+        loop {
+            match resp::parse(&self.input[..self.filled]) {
+                Ok(Parsed::Whole(_, used)) if used == self.filled => {
+                    self.reply_len = used;
+                    return Ok(());
+                }
+                // More than one answer to one question: out of step.
+                Ok(Parsed::Whole(..)) | Err(_) => {
+                    return Err(Error::Server(ServerError::new(ServerProblem::Protocol, None)));
+                }
+                Ok(Parsed::Partial) if self.filled == INPUT_CAPACITY => {
+                    return Err(Error::Server(ServerError::new(ServerProblem::Protocol, None)));
+                }
+                Ok(Parsed::Partial) => {}
+            }
+            match sys::recv_some(socket, &mut self.input[self.filled..]) {
+                Ok(0) => return Err(Error::Server(ServerError::new(ServerProblem::Disconnected, None))),
+                Ok(n) => self.filled += n,
+                Err(Errno::EAGAIN) => {
+                    if !wait_for(socket, Ready::Read, deadline)? {
+                        return Err(Error::Server(ServerError::new(ServerProblem::NoAnswer, None)));
+                    }
+                }
+                Err(errno) => return Err(Error::Server(ServerError::new(ServerProblem::Disconnected, Some(errno)))),
+            }
+        }
+    }
+}
+
+/// Waits until `socket` is ready or `deadline` passes; `Ok(false)` then.
+fn wait_for(socket: &Fd, ready: Ready, deadline: MonoTime) -> Result<bool, Error> {
+    loop {
+        let left = deadline.remaining_from(MonoTime::now());
+        if left == Duration::ZERO {
+            return Ok(false);
+        }
+        match sys::poll_socket(socket, ready, left) {
+            Ok(true) => return Ok(true),
+            // The time passed, or a signal: the clock says which.
+            Ok(false) => {}
+            Err(errno) => return Err(Error::Server(ServerError::new(ServerProblem::Disconnected, Some(errno)))),
+        }
+    }
+}
+
+/// Where the target's server listens: a unix socket, an IP address, or a
+/// name the C library's resolver looks up.
+fn address_of(endpoint: &Endpoint) -> Result<SocketAddress, Error> {
+    match &endpoint.host {
+        Host::Socket(path) => SocketAddress::unix(path)
+            .map_err(|errno| Error::Server(ServerError::new(ServerProblem::Unreachable, Some(errno)))),
+        Host::Net { name, port } => {
+            let port = port.unwrap_or(DEFAULT_PORT);
+            let text = core::str::from_utf8(name.as_bytes()).ok();
+            if let Some(ip) = text.and_then(|text| text.parse::<core::net::IpAddr>().ok()) {
+                return Ok(SocketAddress::ip(ip, port));
+            }
+            let mut c_name = [0u8; crate::spec::VALUE_CAPACITY + 1];
+            let bytes = name.as_bytes();
+            c_name[..bytes.len()].copy_from_slice(bytes);
+            let unknown = Error::Server(ServerError::new(ServerProblem::UnknownHost, None));
+            let c_name = core::ffi::CStr::from_bytes_until_nul(&c_name).map_err(|_| unknown)?;
+            if c_name.to_bytes().len() != bytes.len() {
+                return Err(unknown);
+            }
+            sys::resolve(c_name, port).map_err(|_| unknown)
+        }
+    }
+}
+
+/// The error an error answer stands for, by its first word.
+pub fn server_error(said: &[u8]) -> ServerError {
+    let word = said.split(|&b| b == b' ').next().unwrap_or(b"");
+    let problem = match word {
+        b"NOAUTH" | b"WRONGPASS" => ServerProblem::AuthRefused,
+        b"LOADING" | b"BUSY" | b"MASTERDOWN" | b"TRYAGAIN" | b"CLUSTERDOWN" => ServerProblem::NotReady,
+        b"READONLY" => ServerProblem::ReadOnly,
+        b"OOM" | b"MISCONF" => ServerProblem::NoWrites,
+        b"WRONGTYPE" => ServerProblem::ForeignKeys,
+        _ => ServerProblem::Refused,
+    };
+    ServerError::said(problem, said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_answers_are_told_apart_by_their_first_word() {
+        let cases: [(&[u8], ServerProblem); 8] = [
+            (b"NOAUTH Authentication required.", ServerProblem::AuthRefused),
+            (b"WRONGPASS invalid username-password pair or user is disabled.", ServerProblem::AuthRefused),
+            (b"LOADING Redis is loading the dataset in memory", ServerProblem::NotReady),
+            (b"BUSY Redis is busy running a script.", ServerProblem::NotReady),
+            (b"READONLY You can't write against a read only replica.", ServerProblem::ReadOnly),
+            (b"OOM command not allowed when used memory > 'maxmemory'.", ServerProblem::NoWrites),
+            (b"WRONGTYPE Operation against a key holding the wrong kind of value", ServerProblem::ForeignKeys),
+            (b"ERR DB index is out of range", ServerProblem::Refused),
+        ];
+        for (said, problem) in cases {
+            let error = server_error(said);
+            assert_eq!(error.problem, problem, "{:?}", core::str::from_utf8(said));
+            assert!(said.starts_with(error.server_text()), "the server's words are kept");
+        }
+    }
+}

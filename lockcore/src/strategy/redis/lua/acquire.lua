@@ -1,0 +1,68 @@
+-- One attempt at the lock.
+-- KEYS: lock, fence, queue, alive (waiter -> lease end, ms), own wake list.
+-- ARGV: record before its fence, record after it, ttl ms (0: none), this
+-- waiter's id, how to wait (fair | barge | try-fair | try), the caller's
+-- clock in microseconds, a waiter's lease in ms, a stale record to break
+-- (or ''), the wake lists' prefix.
+-- Returns {'taken', fence} or {'busy', holder record or '', pttl, waiters ahead}
+-- or {'foreign'} / {'fence'} for keys that hold what no acquisition wrote.
+local lock, fence_key, queue, alive, own_wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local before, after, ttl, me, how = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local client_us, lease, stale, wake_prefix = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], ARGV[9]
+local now_ms, now_us = server_time()
+
+-- Waiters whose lease ran out (dead, or gone without a word) leave the line.
+while true do
+  local head = redis.call('LINDEX', queue, 0)
+  if not head then break end
+  local until_ms = redis.call('ZSCORE', alive, head)
+  if until_ms and tonumber(until_ms) > now_ms then break end
+  redis.call('LPOP', queue)
+  redis.call('ZREM', alive, head)
+end
+
+local current = redis.call('GET', lock)
+if current and not ours(current) then
+  return {'foreign'}
+end
+if current and stale ~= '' and current == stale then
+  redis.call('DEL', lock)
+  current = false
+end
+
+local head = redis.call('LINDEX', queue, 0)
+local fair = how == 'fair' or how == 'try-fair'
+if not current and (not fair or not head or head == me) then
+  local last = last_fence(fence_key)
+  if not last then
+    return {'fence'}
+  end
+  local fence = string.format('%.0f', math.max(last + 1, now_us, client_us))
+  redis.call('SET', fence_key, fence)
+  if ttl > 0 then
+    redis.call('SET', lock, before .. fence .. after, 'PX', ttl)
+  else
+    redis.call('SET', lock, before .. fence .. after)
+  end
+  if redis.call('ZREM', alive, me) == 1 then
+    redis.call('LREM', queue, 1, me)
+  end
+  redis.call('DEL', own_wake)
+  return {'taken', fence}
+end
+
+if how == 'fair' or how == 'barge' then
+  if not redis.call('ZSCORE', alive, me) then
+    redis.call('RPUSH', queue, me)
+  end
+  redis.call('ZADD', alive, now_ms + lease, me)
+  redis.call('PEXPIRE', queue, 4 * lease)
+  redis.call('PEXPIRE', alive, 4 * lease)
+end
+if not current then
+  -- Free, and another's turn: that one may have missed its wake (it was
+  -- put at the head by a purge just now).
+  wake_head(queue, wake_prefix, lease)
+end
+local ahead = redis.call('LPOS', queue, me) or redis.call('LLEN', queue)
+return {'busy', current or '', redis.call('PTTL', lock), ahead}

@@ -1,0 +1,30 @@
+-- Gives the lock back, and wakes the first waiter.
+-- KEYS: lock, fence, queue. ARGV: the start of the holder's record up to
+-- its fence (owner, nonce, fence: what a watchdog's renewal leaves as it
+-- was), its fence, a cooldown in ms (0: none), the wake lists' prefix, a
+-- waiter's lease in ms.
+-- Returns {'released', the record as it was} (still ours: the record's
+-- expiry, perhaps moved by a watchdog, tells whether the holder overran
+-- its own lease), 'expired' (its key had expired and nobody took the lock
+-- since) or 'lost' (someone else took it).
+local lock, fence_key, queue = KEYS[1], KEYS[2], KEYS[3]
+local identity, fence, cooldown, wake_prefix, lease = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local current = redis.call('GET', lock)
+local outcome = {'released', current}
+if not current or string.sub(current, 1, #identity) ~= identity then
+  if current then
+    return 'lost'
+  end
+  local last = last_fence(fence_key)
+  if last and last > tonumber(fence) then
+    return 'lost'
+  end
+  outcome = 'expired'
+end
+if cooldown > 0 then
+  redis.call('SET', lock, COOLDOWN, 'PX', cooldown)
+else
+  redis.call('DEL', lock)
+  wake_head(queue, wake_prefix, lease)
+end
+return outcome

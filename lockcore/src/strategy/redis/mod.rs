@@ -1,0 +1,638 @@
+//! `redis`: a lease on a Redis server, for processes on several hosts.
+//!
+//! ```text
+//! redis://[user[:password]@]host[:port][/db]/NAME?ttl=30s
+//! redis://%2Frun%2Fredis%2Fredis.sock/NAME
+//! ```
+//!
+//! The lock lives in a few keys that share the hash tag `{NAME}`, so that a
+//! cluster keeps them on one node:
+//!
+//! | key | holds |
+//! |---|---|
+//! | `lockcore:{NAME}:lock` | the holder's record (its `ttl` is the key's), or `lockcore-cooldown` while a release's cooldown runs |
+//! | `lockcore:{NAME}:fence` | the last fencing token handed out |
+//! | `lockcore:{NAME}:queue` | the waiters' ids, first come first |
+//! | `lockcore:{NAME}:alive` | each waiter's lease: a waiter that stops renewing it leaves the line |
+//! | `lockcore:{NAME}:wake:<id>` | where a waiter's blocking pop finds its wake-up |
+//!
+//! Every operation is one Lua script, run by `EVALSHA` (by `EVAL` the first
+//! time a server sees it): one round trip to acquire a free lock, one to
+//! release. A waiter sleeps in `BLPOP` on its own wake list until the
+//! release before it pushes there, or until the holder's key expires.
+//!
+//! What the server cannot see, the client judges: a holder on this host
+//! whose process is gone (`stale=pid`) is broken at once, by a script that
+//! removes exactly the record judged. A holder elsewhere is never judged
+//! by this host's clock: only its key's expiry, on the server, frees it.
+//! The holder's own view of its lease starts when its request was sent
+//! and is cut by a drift margin ([`local_lease`]), so it runs out before
+//! the server's.
+//!
+//! A fence is one more than the last, and never below the server's clock
+//! or the caller's in microseconds: a server restarted without its data,
+//! or flushed, still hands out tokens above every earlier one.
+
+mod conn;
+mod resp;
+mod sha1;
+
+use core::fmt::Write;
+use core::time::Duration;
+
+use self::conn::{server_error, Connection, Script};
+use self::resp::Reply;
+use crate::clock::{Moment, MonoTime};
+use crate::error::{Contention, Error, ServerError, ServerProblem, SpecError, SpecErrorKind};
+use crate::owner::{Liveness, Nonce};
+use crate::record::Record;
+use crate::spec::{Spec, StaleCheck, Target};
+use crate::strategy::{
+    judge_record, new_record, Break, Context, Cooldown, Holder, Inspection, Prolong, ProlongOutcome, Queue,
+    ReleaseOutcome, Strategy, TimedAcquire,
+};
+use crate::text::FixedText;
+use crate::trust::Sharing;
+
+pub use self::conn::DEFAULT_PORT;
+
+/// How long a waiter keeps its place in line without renewing it: each of
+/// its attempts renews it, and a waiter that dies (or stops trying) leaves
+/// the line this long after its last attempt.
+pub const WAITER_LEASE: Duration = Duration::from_millis(400);
+
+/// Longest single blocking pop: a waiter comes back this often to renew
+/// its lease, well inside it, and to judge a holder that died without a
+/// release (which wakes nobody).
+const WAIT_SLICE: Duration = Duration::from_millis(120);
+
+/// Time a wait leaves before its deadline for one more attempt, so that
+/// a wake-up near the end is acted on instead of timing the attempt out.
+const ATTEMPT_RESERVE: Duration = Duration::from_millis(50);
+
+/// The longest key name: the lock's name and the few words around it,
+/// or a waiter's id ([`WaiterId`]).
+const KEY_CAPACITY: usize = crate::spec::VALUE_CAPACITY + 160;
+
+/// A waiter's id in line: `<host>:<pid>:<nonce>`, so that an operator who
+/// lists the queue sees who waits, and the nonce tells apart two waits of
+/// one process.
+type WaiterId = FixedText<{ crate::owner::HOST_CAPACITY + 48 }>;
+
+type KeyName = FixedText<KEY_CAPACITY>;
+
+macro_rules! script {
+    ($file:literal) => {
+        Script {
+            source: concat!(include_str!("lua/prelude.lua"), include_str!($file)),
+            sha: sha1::sha1_hex(concat!(include_str!("lua/prelude.lua"), include_str!($file)).as_bytes()),
+        }
+    };
+}
+
+const ACQUIRE: Script = script!("lua/acquire.lua");
+const RELEASE: Script = script!("lua/release.lua");
+const PROLONG: Script = script!("lua/prolong.lua");
+const INSPECT: Script = script!("lua/inspect.lua");
+const BREAK: Script = script!("lua/break.lua");
+const ABANDON: Script = script!("lua/abandon.lua");
+
+/// What the lock key holds during a release's cooldown.
+const COOLDOWN_VALUE: &[u8] = b"lockcore-cooldown";
+
+/// A `redis` lock.
+#[derive(Debug)]
+pub struct Redis {
+    keys: Keys,
+    connection: Connection,
+    /// `fair=1`: only the first in line takes a free lock.
+    fair: bool,
+    /// With `stale=pid`, a dead holder on this host is broken at once.
+    break_dead_owners: bool,
+    /// The id this handle waits in line under, between the attempts of one
+    /// acquire; `None` when it has no place.
+    waiting_as: Option<WaiterId>,
+    /// What the last attempt of this acquire found in the way.
+    last_contention: Contention,
+}
+
+#[derive(Debug)]
+struct Keys {
+    lock: KeyName,
+    fence: KeyName,
+    queue: KeyName,
+    alive: KeyName,
+    /// A waiter's wake list is this and its id.
+    wake_prefix: KeyName,
+}
+
+impl Keys {
+    fn of(name: &[u8]) -> Result<Keys, Error> {
+        // A name that begins with `}` would make the hash tag empty, and
+        // each key would then hash on its own: a cluster would scatter them.
+        if name.first() == Some(&b'}') {
+            return Err(Error::Spec(SpecError::new(
+                SpecErrorKind::BadUrl,
+                b"",
+                "a redis lock's name may not begin with }",
+            )));
+        }
+        let key = |suffix: &[u8]| {
+            let mut key = KeyName::new();
+            key.push_bytes(b"lockcore:{")
+                .and_then(|()| key.push_bytes(name))
+                .and_then(|()| key.push_bytes(b"}:"))
+                .and_then(|()| key.push_bytes(suffix))
+                .map(|()| key)
+                .map_err(|_| Error::Spec(SpecError::new(SpecErrorKind::BadUrl, b"", "the lock's name is too long")))
+        };
+        Ok(Keys {
+            lock: key(b"lock")?,
+            fence: key(b"fence")?,
+            queue: key(b"queue")?,
+            alive: key(b"alive")?,
+            wake_prefix: key(b"wake:")?,
+        })
+    }
+
+    fn wake_of(&self, id: &WaiterId) -> KeyName {
+        let mut key = KeyName::new();
+        // The prefix leaves room for an id (KEY_CAPACITY).
+        let _ = key.push_bytes(self.wake_prefix.as_bytes());
+        let _ = key.push_bytes(id.as_bytes());
+        key
+    }
+}
+
+/// The id the waits of `owner` under `nonce` stand in line under.
+fn waiter_id(owner: &crate::owner::Owner, nonce: &Nonce) -> WaiterId {
+    let mut id = WaiterId::new();
+    // Bounded: a host name of HOST_CAPACITY, a pid, 32 hex digits.
+    let _ = id.push_bytes(owner.host.as_bytes());
+    let _ = write!(id, ":{}:", owner.process.pid);
+    let _ = id.push_bytes(&nonce.hex());
+    id
+}
+
+/// The pid in a waiter's id, as the queue key lists it.
+#[doc(hidden)]
+pub fn waiter_pid(id: &[u8]) -> Option<i32> {
+    let mut fields = id.rsplitn(3, |&b| b == b':');
+    let (_nonce, pid) = (fields.next()?, fields.next()?);
+    fields.next()?;
+    crate::text::parse_i64(pid).and_then(|pid| i32::try_from(pid).ok()).filter(|&pid| pid > 0)
+}
+
+/// How an attempt treats the line of waiters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Manner {
+    /// Waits in line; takes the lock only as the first.
+    Fair,
+    /// Waits in line for the wake-ups; takes a free lock whatever its place.
+    Barge,
+    /// One try, without a place: only if nobody waits.
+    TryFair,
+    /// One try, without a place: whenever it is free.
+    Try,
+}
+
+impl Manner {
+    fn word(self) -> &'static [u8] {
+        match self {
+            Manner::Fair => b"fair",
+            Manner::Barge => b"barge",
+            Manner::TryFair => b"try-fair",
+            Manner::Try => b"try",
+        }
+    }
+}
+
+/// What one attempt found.
+enum Attempt {
+    Taken(Record),
+    Busy {
+        contention: Contention,
+        /// When the holder's key expires (a cooldown's included), if it does.
+        expires_in: Option<Duration>,
+        /// The record of a holder this host knows is dead, to break.
+        dead_holder: Option<Record>,
+    },
+}
+
+/// The holder's own view of its lease: from when its request was sent
+/// (`sent`), less a margin for the two clocks' drift (1% and 2 ms, as
+/// Redlock's implementations take), so that it ends before the key does.
+pub fn local_lease(ttl: Duration) -> Duration {
+    ttl.saturating_sub(ttl / 100 + Duration::from_millis(2))
+}
+
+impl Strategy for Redis {
+    fn open(spec: &Spec, _: Sharing) -> Result<Redis, Error> {
+        let Target::Url(endpoint) = spec.target() else {
+            return Err(Error::Spec(SpecError::new(SpecErrorKind::BadUrl, b"", "a redis lock names a server")));
+        };
+        Ok(Redis {
+            keys: Keys::of(endpoint.key.as_bytes())?,
+            connection: Connection::new(endpoint.clone()),
+            fair: spec.options.fair,
+            break_dead_owners: spec.options.stale == StaleCheck::DeadOwner,
+            waiting_as: None,
+            last_contention: Contention::Raced,
+        })
+    }
+
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+        let manner = if self.fair { Manner::TryFair } else { Manner::Try };
+        let id = waiter_id(cx.me, &nonce);
+        let mut stale = None;
+        // At most twice: once more only to break a dead holder.
+        for _ in 0..2 {
+            match self.attempt(cx, nonce, ttl, manner, &id, stale.as_ref())? {
+                Attempt::Taken(record) => return Ok(record),
+                Attempt::Busy { dead_holder: Some(dead), .. } if stale.is_none() => stale = Some(dead),
+                Attempt::Busy { contention, .. } => return Err(Error::Busy(contention)),
+            }
+        }
+        Err(Error::Busy(Contention::Raced))
+    }
+
+    fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
+        self.release_closed(cx, held, Duration::ZERO)
+    }
+
+    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes(), self.keys.alive.as_bytes()];
+        self.connection.eval(&INSPECT, &keys, &[], cx.deadline)?;
+        let now = cx.now();
+        let mut items = array_of(self.connection.reply(), 4)?;
+        let value = text_of(items.next())?;
+        let pttl = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+        let last_fence = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+        let waiters = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+        let expires_in = expiry_of(pttl);
+        let mut inspection = Inspection {
+            holder: None,
+            last_fence: u64::try_from(last_fence).map_err(|_| protocol())?,
+            cooldown_until: None,
+            queue_length: Some(u32::try_from(waiters).unwrap_or(u32::MAX)),
+        };
+        if value == COOLDOWN_VALUE {
+            inspection.cooldown_until = Some(now.wall.saturating_add(expires_in.unwrap_or(Duration::ZERO)));
+        } else if !value.is_empty() {
+            let holder = self.judge(cx, value, expires_in, now)?;
+            inspection.queue_length = inspection.queue_length.map(|n| n.saturating_add(1));
+            inspection.holder = Some(holder);
+        }
+        Ok(inspection)
+    }
+}
+
+impl TimedAcquire for Redis {
+    fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+        let manner = if self.fair { Manner::Fair } else { Manner::Barge };
+        // Late in a wait, the handle may call with too little time left for
+        // a round trip: that is no failure of the server's, and the lock
+        // stays as the last attempt found it.
+        if self.waiting_as.is_some() && cx.deadline.remaining_from(MonoTime::now()) < ATTEMPT_RESERVE {
+            return Err(Error::Busy(self.last_contention));
+        }
+        let id = self.waiting_as.get_or_insert_with(|| waiter_id(cx.me, &nonce)).clone();
+        let wake = self.keys.wake_of(&id);
+        let mut stale: Option<Record> = None;
+        loop {
+            let (contention, expires_in) = match self.attempt(cx, nonce, ttl, manner, &id, stale.take().as_ref())? {
+                Attempt::Taken(record) => {
+                    self.waiting_as = None;
+                    return Ok(record);
+                }
+                Attempt::Busy { dead_holder: Some(dead), .. } => {
+                    stale = Some(dead);
+                    continue;
+                }
+                Attempt::Busy { contention, expires_in, .. } => (contention, expires_in),
+            };
+            self.last_contention = contention;
+            let left = cx.deadline.remaining_from(MonoTime::now()).saturating_sub(ATTEMPT_RESERVE);
+            // The holder's expiry wakes nobody: come back when it is due.
+            let nap = left.min(WAIT_SLICE).min(expires_in.map_or(Duration::MAX, |d| d + Duration::from_millis(1)));
+            if nap < Duration::from_millis(1) {
+                // The caller tries again with a new deadline, at once.
+                return Err(Error::Busy(contention));
+            }
+            let mut seconds = FixedText::<24>::new();
+            let _ = write!(seconds, "{}.{:03}", nap.as_secs(), nap.subsec_millis());
+            match self.connection.exchange(&[b"BLPOP", wake.as_bytes(), seconds.as_bytes()], cx.deadline) {
+                Ok(()) => match self.connection.reply() {
+                    Reply::Error(said) => return Err(Error::Server(server_error(said))),
+                    // Woken, or the nap is over: either way, look again.
+                    _ => {}
+                },
+                // An answer late for the deadline is no failure of the
+                // server's: the wait ends here, and the next attempt
+                // starts on a fresh connection.
+                Err(Error::Server(e)) if e.problem == ServerProblem::NoAnswer => return Err(Error::Busy(contention)),
+                Err(e) => return Err(e),
+            }
+            if cx.deadline.remaining_from(MonoTime::now()) < ATTEMPT_RESERVE {
+                return Err(Error::Busy(contention));
+            }
+        }
+    }
+}
+
+impl Queue for Redis {
+    fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
+        let Some(id) = self.waiting_as.take() else { return Ok(()) };
+        let wake = self.keys.wake_of(&id);
+        let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.alive.as_bytes(), wake.as_bytes()];
+        let lease = millis(WAITER_LEASE);
+        let args = [id.as_bytes(), self.keys.wake_prefix.as_bytes(), lease.as_bytes()];
+        self.connection.eval(&ABANDON, &keys, &args, cx.deadline).map(drop)
+    }
+}
+
+impl Cooldown for Redis {
+    fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        let (identity, fence) = identity_of(held);
+        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes(), self.keys.queue.as_bytes()];
+        let (cooldown, lease) = (millis(cooldown), millis(WAITER_LEASE));
+        let args = [
+            identity.as_bytes(),
+            fence.as_bytes(),
+            cooldown.as_bytes(),
+            self.keys.wake_prefix.as_bytes(),
+            lease.as_bytes(),
+        ];
+        self.connection.eval(&RELEASE, &keys, &args, cx.deadline)?;
+        match self.connection.reply() {
+            Reply::Array(Some(mut items)) => {
+                let kept = kept_record(&mut items)?;
+                Ok(ReleaseOutcome::of_own(kept.expires, cx.now()))
+            }
+            Reply::Bulk(Some(b"expired")) => Ok(ReleaseOutcome::Expired),
+            Reply::Bulk(Some(b"lost")) => Ok(ReleaseOutcome::Lost),
+            _ => Err(protocol()),
+        }
+    }
+}
+
+impl Prolong for Redis {
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        let now = cx.now();
+        let (identity, fence) = identity_of(held);
+        let renewed_record = Record { expires: ttl.map(|ttl| now.saturating_add(local_lease(ttl))), ..*held };
+        let renewed = renewed_record.encode_line();
+        let ttl_ms = millis(ttl.unwrap_or(Duration::ZERO));
+        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes()];
+        let args = [identity.as_bytes(), fence.as_bytes(), renewed.as_bytes(), ttl_ms.as_bytes()];
+        self.connection.eval(&PROLONG, &keys, &args, cx.deadline)?;
+        let outcome = match self.connection.reply() {
+            Reply::Array(Some(mut items)) => {
+                let kept = kept_record(&mut items)?;
+                ProlongOutcome::of_own(kept.expires, cx.now())
+            }
+            Reply::Bulk(Some(b"expired")) => ProlongOutcome::Expired,
+            Reply::Bulk(Some(b"lost")) => return Ok(ProlongOutcome::Lost),
+            _ => return Err(protocol()),
+        };
+        *held = renewed_record;
+        Ok(outcome)
+    }
+}
+
+impl Break for Redis {
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.fence.as_bytes()];
+        let (lease, floor) = (millis(WAITER_LEASE), clock_floor(cx.now()));
+        let args = [self.keys.wake_prefix.as_bytes(), lease.as_bytes(), floor.as_bytes()];
+        self.connection.eval(&BREAK, &keys, &args, cx.deadline)?;
+        match self.connection.reply() {
+            Reply::Integer(removed) => Ok(removed == 1),
+            Reply::Bulk(Some(b"foreign")) => Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+            Reply::Bulk(Some(b"fence")) => Err(fence_refused(&self.keys)),
+            _ => Err(protocol()),
+        }
+    }
+}
+
+impl Redis {
+    /// One attempt, in `manner`, under the waiter id `id`; `stale`: a dead
+    /// holder's record to remove first, if it is still the lock's.
+    fn attempt(
+        &mut self,
+        cx: &Context<'_>,
+        nonce: Nonce,
+        ttl: Option<Duration>,
+        manner: Manner,
+        id: &WaiterId,
+        stale: Option<&Record>,
+    ) -> Result<Attempt, Error> {
+        // The lease starts when the request leaves, not when it is granted.
+        let sent = cx.now();
+        let local_ttl = ttl.map(local_lease);
+        let draft = new_record(cx, nonce, 0, sent, local_ttl);
+        let (before, after) = draft.encode_line_around_fence();
+        let wake = self.keys.wake_of(id);
+        let keys = [
+            self.keys.lock.as_bytes(),
+            self.keys.fence.as_bytes(),
+            self.keys.queue.as_bytes(),
+            self.keys.alive.as_bytes(),
+            wake.as_bytes(),
+        ];
+        let (ttl_ms, lease) = (millis(ttl.unwrap_or(Duration::ZERO)), millis(WAITER_LEASE));
+        let floor = clock_floor(sent);
+        let stale_line = stale.map(Record::encode_line);
+        let args = [
+            before.as_bytes(),
+            after.as_bytes(),
+            ttl_ms.as_bytes(),
+            id.as_bytes(),
+            manner.word(),
+            floor.as_bytes(),
+            lease.as_bytes(),
+            stale_line.as_ref().map_or(&b""[..], |line| line.as_bytes()),
+            self.keys.wake_prefix.as_bytes(),
+        ];
+        self.connection.eval(&ACQUIRE, &keys, &args, cx.deadline)?;
+        let mut items = array_of(self.connection.reply(), 1)?;
+        match text_of(items.next())? {
+            b"taken" => {
+                let fence =
+                    items.next().and_then(|r| r.integer()).and_then(|n| u64::try_from(n).ok()).ok_or_else(protocol)?;
+                Ok(Attempt::Taken(Record { fence, ..draft }))
+            }
+            b"busy" => {
+                let value = text_of(items.next())?;
+                let expires_in = expiry_of(items.next().and_then(|r| r.integer()).ok_or_else(protocol)?);
+                let ahead = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+                let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
+                let now = cx.now();
+                let mut dead_holder = None;
+                let contention = if value == COOLDOWN_VALUE {
+                    Contention::CoolingDown { until: now.wall.saturating_add(expires_in.unwrap_or(Duration::ZERO)) }
+                } else if value.is_empty() {
+                    Contention::Queued { ahead, holder: None }
+                } else {
+                    let holder = self.judge(cx, value, expires_in, now)?;
+                    if holder.stale {
+                        dead_holder = holder.record;
+                    }
+                    match (manner, ahead) {
+                        (Manner::Fair, 1..) => Contention::Queued { ahead, holder: Some(holder.summary()) },
+                        _ => Contention::Held(holder.summary()),
+                    }
+                };
+                Ok(Attempt::Busy { contention, expires_in, dead_holder })
+            }
+            b"foreign" => Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+            b"fence" => Err(fence_refused(&self.keys)),
+            _ => Err(protocol()),
+        }
+    }
+
+    /// Judges the record `value` of the lock key, which expires in
+    /// `expires_in` on the server. Only a provably dead owner on this host
+    /// makes it stale: its expiry is the server's to enforce, not this
+    /// host's clock's.
+    fn judge(
+        &self,
+        cx: &Context<'_>,
+        value: &[u8],
+        expires_in: Option<Duration>,
+        now: Moment,
+    ) -> Result<Holder, Error> {
+        let record = match Record::parse_line(value) {
+            Some(Ok(record)) => record,
+            _ => return Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+        };
+        let judged = judge_record(cx, &record, now);
+        Ok(Holder {
+            stale: self.break_dead_owners && judged.liveness == Liveness::Dead,
+            expires: expires_in.map(|left| now.wall.saturating_add(left)),
+            ..judged
+        })
+    }
+}
+
+/// What names an acquisition on the server, whatever its expiry: the
+/// start of its record up to and with its fence (owner, nonce, fence), and
+/// the fence alone. A watchdog, or another handle of the holder's, may have
+/// moved the expiry since this handle wrote it.
+fn identity_of(held: &Record) -> (FixedText<{ crate::record::RECORD_LINE_CAPACITY }>, FixedText<24>) {
+    let (mut identity, _) = held.encode_line_around_fence();
+    let mut fence = FixedText::<24>::new();
+    let _ = write!(fence, "{}", held.fence);
+    // The record's own parts fit, with the fence and the space after it.
+    let _ = identity.push_bytes(fence.as_bytes());
+    let _ = identity.push_bytes(b" ");
+    (identity, fence)
+}
+
+/// The record a release or prolong found still the holder's, from its
+/// answer `{outcome, record}`: its expiry is the one that counts.
+fn kept_record(items: &mut resp::Items<'_>) -> Result<Record, Error> {
+    let _outcome = items.next();
+    match Record::parse_line(text_of(items.next())?) {
+        Some(Ok(record)) => Ok(record),
+        _ => Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+    }
+}
+
+/// The least fence an acquisition at `now` may have, by the caller's clock
+/// ([`crate::fence::next`]), in decimal.
+fn clock_floor(now: Moment) -> FixedText<24> {
+    let mut floor = FixedText::new();
+    let _ = write!(floor, "{}", crate::fence::next(0, now.wall).unwrap_or(0));
+    floor
+}
+
+/// The refusal of a fence key that holds what no acquisition wrote: it is
+/// left alone, and named.
+fn fence_refused(keys: &Keys) -> Error {
+    Error::Server(ServerError::said(ServerProblem::ForeignKeys, keys.fence.as_bytes()))
+}
+
+/// A duration as whole milliseconds, rounded up (a lease of 0.5 ms is one
+/// of 1 ms, never one without expiry), in decimal.
+fn millis(d: Duration) -> FixedText<24> {
+    let mut out = FixedText::new();
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    let _ = write!(out, "{ms}");
+    out
+}
+
+/// A key's `PTTL` as the time left: `None` for a key without expiry (-1)
+/// or none at all (-2).
+fn expiry_of(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+/// The items of an array answer with at least `min` of them.
+fn array_of(reply: Reply<'_>, min: usize) -> Result<resp::Items<'_>, Error> {
+    match reply {
+        Reply::Array(Some(items)) if items.remaining() >= min => Ok(items),
+        _ => Err(protocol()),
+    }
+}
+
+/// The text of a bulk string item.
+fn text_of<'a>(item: Option<Reply<'a>>) -> Result<&'a [u8], Error> {
+    item.and_then(|reply| reply.text()).ok_or_else(protocol)
+}
+
+fn protocol() -> Error {
+    Error::Server(ServerError::new(ServerProblem::Protocol, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_line_is_its_two_parts_around_its_fence() {
+        let cx_owner = crate::owner::Owner::current().unwrap();
+        let record = Record {
+            owner: cx_owner,
+            nonce: Nonce::random().unwrap(),
+            fence: 1_795_000_000_000_042,
+            since: crate::clock::WallTime::now(),
+            expires: None,
+        };
+        let (before, after) = record.encode_line_around_fence();
+        let mut joined = std::vec::Vec::from(before.as_bytes());
+        joined.extend_from_slice(b"1795000000000042");
+        joined.extend_from_slice(after.as_bytes());
+        assert_eq!(joined, record.encode_line().as_bytes());
+        assert_eq!(Record::parse_line(&joined), Some(Ok(record)));
+    }
+
+    #[test]
+    fn the_local_lease_ends_before_the_servers() {
+        assert_eq!(local_lease(Duration::from_secs(10)), Duration::from_millis(9_898));
+        assert_eq!(local_lease(Duration::from_millis(1)), Duration::ZERO);
+        assert_eq!(millis(Duration::from_micros(1_500)).as_bytes(), b"2");
+        assert_eq!(expiry_of(-2), None);
+        assert_eq!(expiry_of(-1), None);
+        assert_eq!(expiry_of(1500), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn a_waiter_id_names_its_host_and_pid() {
+        let owner = crate::owner::Owner::current().unwrap();
+        let id = waiter_id(&owner, &Nonce::random().unwrap());
+        assert!(id.as_bytes().starts_with(owner.host.as_bytes()));
+        assert_eq!(waiter_pid(id.as_bytes()), Some(owner.process.pid));
+        assert_eq!(waiter_pid(b"host:0:abc"), None);
+        assert_eq!(waiter_pid(b"4242:abc"), None, "no host");
+        assert_eq!(waiter_pid(b"a:b:4242:abc"), Some(4242), "a host with a colon keeps its pid");
+    }
+
+    #[test]
+    fn a_name_that_would_empty_the_hash_tag_is_refused() {
+        assert!(Keys::of(b"}x").is_err());
+        let keys = Keys::of(b"a}b").unwrap();
+        assert_eq!(keys.lock.as_bytes(), b"lockcore:{a}b}:lock", "the tag is `a`, the same for every key");
+        assert!(Keys::of(&[b'x'; crate::spec::VALUE_CAPACITY]).is_ok());
+    }
+}
