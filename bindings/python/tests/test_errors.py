@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCHEMES, spec_for
+from conftest import SCHEMES, SERVER_SCHEMES, spec_for
 
 import lockffi
 from lockffi import (
@@ -22,6 +22,7 @@ from lockffi import (
     LockFileError,
     LockInternalError,
     LockLost,
+    LockServerError,
     LockTimeout,
     LockUsageError,
     SpecError,
@@ -53,7 +54,7 @@ def test_the_schemes_tested_are_the_librarys() -> None:
         Lock("nosuch:/tmp/lock")
     listed = re.search(r"this build has ([a-z, ]+)", refused.value.message)
     assert listed, f"the library's message lists no schemes: {refused.value.message}"
-    assert tuple(listed.group(1).split(", ")) == SCHEMES
+    assert tuple(listed.group(1).split(", ")) == SCHEMES + SERVER_SCHEMES
 
 
 def test_a_missing_directory_is_a_file_error_naming_the_path(scheme: str, tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_every_code_has_its_exception() -> None:
         Code.LOCK_TIMEOUT: LockTimeout,
         Code.LOCK_CANCELLED: LockCancelled,
     }
-    hundreds = {1: LockUsageError, 2: SpecError, 3: LockFileError, 9: LockInternalError}
+    hundreds = {1: LockUsageError, 2: SpecError, 3: LockFileError, 4: LockServerError, 9: LockInternalError}
     for code in Code:
         if code == Code.LOCK_OK:
             continue

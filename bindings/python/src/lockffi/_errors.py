@@ -122,6 +122,10 @@ class LockFileError(LockError):
     """3xx: the lock's files: missing directory, permission, symlink, not a lock, untrusted owner, ..."""
 
 
+class LockServerError(LockError):
+    """4xx: the lock's server: unreachable, silent past the deadline, refusing the login or writes, ..."""
+
+
 class LockInternalError(LockError):
     """900: a bug inside the library, caught before it reached Python."""
 
@@ -138,6 +142,7 @@ _ERROR_HUNDREDS: dict[int, type[LockError]] = {
     1: LockUsageError,
     2: SpecError,
     3: LockFileError,
+    4: LockServerError,
     9: LockInternalError,
 }
 
