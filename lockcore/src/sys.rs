@@ -1226,3 +1226,14 @@ pub fn recv_some(fd: &Fd, buf: &mut [u8]) -> SysResult<usize> {
     // SAFETY: `buf` is a valid writable buffer of its length.
     retry(|| cvt(unsafe { libc::recv(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) })).map(|n| n as usize)
 }
+
+/// Whether a kept connection is still as it was left: open, with nothing
+/// unread. `recv(2)` with `MSG_PEEK | MSG_DONTWAIT` of one byte: the end of
+/// the stream (the peer closed it, or restarted) or bytes nobody asked for
+/// both mean it is no longer fit to carry a question.
+pub fn socket_is_idle(fd: &Fd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte writable buffer; MSG_PEEK leaves the stream as it is.
+    let n = unsafe { libc::recv(fd.0, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    n < 0 && matches!(Errno::last(), Errno::EAGAIN | Errno::EINTR)
+}

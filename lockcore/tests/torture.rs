@@ -356,7 +356,7 @@ struct Torture<'a> {
 /// Where a lock's waiters stand in line, to find the next one.
 enum Line {
     /// The turnstile beside a lock at this path.
-    Turnstile(lockcore::CPath),
+    Turnstile(Box<lockcore::CPath>),
     /// The queue key of a lock on this server.
     OnServer { server: &'static testkit::Redis, queue: String },
 }
@@ -654,7 +654,7 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
         _ => {
             let spec = format!("{}:{}/lock?{query}", scheme.name(), dir.display());
             let path = Lock::open(spec.as_bytes()).unwrap().path().unwrap().clone();
-            (spec, Line::Turnstile(path))
+            (spec, Line::Turnstile(Box::new(path)))
         }
     };
     let mut torture = Torture {

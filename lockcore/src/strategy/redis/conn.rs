@@ -50,6 +50,9 @@ pub struct Connection {
     filled: usize,
     /// Bytes of `input` that the last whole reply takes.
     reply_len: usize,
+    /// The server's clock less this host's monotonic clock, in ms, as
+    /// measured when the connection was made.
+    server_clock_offset_ms: Option<i64>,
 }
 
 impl core::fmt::Debug for Connection {
@@ -70,7 +73,24 @@ impl Connection {
             input: [0; INPUT_CAPACITY],
             filled: 0,
             reply_len: 0,
+            server_clock_offset_ms: None,
         }
+    }
+
+    /// `deadline` on the server's clock, in Unix ms, for a script to refuse
+    /// a request that reaches it too late (held up in a stopped server's
+    /// buffers) to be the caller's any more. Errs late by at most the round
+    /// trip it was measured with; `None` before the first connection.
+    pub fn server_deadline_ms(&self, deadline: MonoTime) -> Option<i64> {
+        let local_ms = i64::try_from(deadline.since(MonoTime::EPOCH).as_millis()).ok()?;
+        self.server_clock_offset_ms.map(|offset| local_ms.saturating_add(offset))
+    }
+
+    /// Forgets the connection and what was measured on it: the next
+    /// exchange makes a new one.
+    pub fn reset(&mut self) {
+        self.socket = None;
+        self.server_clock_offset_ms = None;
     }
 
     /// Sends `args` as one command and reads its answer, by `deadline`;
@@ -79,6 +99,12 @@ impl Connection {
     pub fn exchange(&mut self, args: &[&[u8]], deadline: MonoTime) -> Result<(), Error> {
         if self.socket.is_some() && self.opened_by != sys::getpid() {
             // The parent's: forgotten here, still open there.
+            self.socket = None;
+        }
+        // A server that restarted, or closed an idle connection, has left
+        // the end of the stream in it: asking there would fail a question
+        // that a new connection answers.
+        if self.socket.as_ref().is_some_and(|socket| !sys::socket_is_idle(socket)) {
             self.socket = None;
         }
         if self.socket.is_none() {
@@ -179,6 +205,28 @@ impl Connection {
                 return Err(Error::Server(server_error(said)));
             }
         }
+        self.measure_server_clock(deadline)
+    }
+
+    /// Asks the server's `TIME` and keeps its offset from this host's
+    /// monotonic clock, taken when the question left (so that deadlines
+    /// mapped with it err late, never early).
+    fn measure_server_clock(&mut self, deadline: MonoTime) -> Result<(), Error> {
+        let asked = MonoTime::now();
+        self.send(&[b"TIME"], deadline)?;
+        self.receive(deadline)?;
+        let time = match self.reply() {
+            Reply::Array(Some(mut items)) => {
+                let seconds = items.next().and_then(|r| r.integer());
+                let micros = items.next().and_then(|r| r.integer());
+                seconds.zip(micros).map(|(s, us)| s.saturating_mul(1000).saturating_add(us / 1000))
+            }
+            Reply::Error(said) => return Err(Error::Server(server_error(said))),
+            _ => None,
+        };
+        let time = time.ok_or(Error::Server(ServerError::new(ServerProblem::Protocol, None)))?;
+        let asked_ms = i64::try_from(asked.since(MonoTime::EPOCH).as_millis()).unwrap_or(i64::MAX);
+        self.server_clock_offset_ms = Some(time.saturating_sub(asked_ms));
         Ok(())
     }
 
@@ -283,6 +331,8 @@ pub fn server_error(said: &[u8]) -> ServerError {
     let word = said.split(|&b| b == b' ').next().unwrap_or(b"");
     let problem = match word {
         b"NOAUTH" | b"WRONGPASS" => ServerProblem::AuthRefused,
+        // A client that has not logged in may send only short commands.
+        _ if said.starts_with(b"ERR Protocol error: unauthenticated") => ServerProblem::AuthRefused,
         b"LOADING" | b"BUSY" | b"MASTERDOWN" | b"TRYAGAIN" | b"CLUSTERDOWN" => ServerProblem::NotReady,
         b"READONLY" => ServerProblem::ReadOnly,
         b"OOM" | b"MISCONF" => ServerProblem::NoWrites,
@@ -298,8 +348,9 @@ mod tests {
 
     #[test]
     fn error_answers_are_told_apart_by_their_first_word() {
-        let cases: [(&[u8], ServerProblem); 8] = [
+        let cases: [(&[u8], ServerProblem); 9] = [
             (b"NOAUTH Authentication required.", ServerProblem::AuthRefused),
+            (b"ERR Protocol error: unauthenticated multibulk length", ServerProblem::AuthRefused),
             (b"WRONGPASS invalid username-password pair or user is disabled.", ServerProblem::AuthRefused),
             (b"LOADING Redis is loading the dataset in memory", ServerProblem::NotReady),
             (b"BUSY Redis is busy running a script.", ServerProblem::NotReady),

@@ -322,11 +322,12 @@ impl TimedAcquire for Redis {
             let mut seconds = FixedText::<24>::new();
             let _ = write!(seconds, "{}.{:03}", nap.as_secs(), nap.subsec_millis());
             match self.connection.exchange(&[b"BLPOP", wake.as_bytes(), seconds.as_bytes()], cx.deadline) {
-                Ok(()) => match self.connection.reply() {
-                    Reply::Error(said) => return Err(Error::Server(server_error(said))),
-                    // Woken, or the nap is over: either way, look again.
-                    _ => {}
-                },
+                // Woken, or the nap is over: either way, look again.
+                Ok(()) => {
+                    if let Reply::Error(said) = self.connection.reply() {
+                        return Err(Error::Server(server_error(said)));
+                    }
+                }
                 // An answer late for the deadline is no failure of the
                 // server's: the wait ends here, and the next attempt
                 // starts on a fresh connection.
@@ -443,6 +444,8 @@ impl Redis {
         let (ttl_ms, lease) = (millis(ttl.unwrap_or(Duration::ZERO)), millis(WAITER_LEASE));
         let floor = clock_floor(sent);
         let stale_line = stale.map(Record::encode_line);
+        let mut given_up_at = FixedText::<24>::new();
+        let _ = write!(given_up_at, "{}", self.connection.server_deadline_ms(cx.deadline).unwrap_or(0));
         let args = [
             before.as_bytes(),
             after.as_bytes(),
@@ -453,6 +456,7 @@ impl Redis {
             lease.as_bytes(),
             stale_line.as_ref().map_or(&b""[..], |line| line.as_bytes()),
             self.keys.wake_prefix.as_bytes(),
+            given_up_at.as_bytes(),
         ];
         self.connection.eval(&ACQUIRE, &keys, &args, cx.deadline)?;
         let mut items = array_of(self.connection.reply(), 1)?;
@@ -484,6 +488,12 @@ impl Redis {
                     }
                 };
                 Ok(Attempt::Busy { contention, expires_in, dead_holder })
+            }
+            b"late" => {
+                // Answered in time after all: the two clocks have moved
+                // apart since they were compared, and are compared anew.
+                self.connection.reset();
+                Ok(Attempt::Busy { contention: self.last_contention, expires_in: None, dead_holder: None })
             }
             b"foreign" => Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
             b"fence" => Err(fence_refused(&self.keys)),

@@ -3,13 +3,20 @@
 -- ARGV: record before its fence, record after it, ttl ms (0: none), this
 -- waiter's id, how to wait (fair | barge | try-fair | try), the caller's
 -- clock in microseconds, a waiter's lease in ms, a stale record to break
--- (or ''), the wake lists' prefix.
+-- (or ''), the wake lists' prefix, and the time (server ms, 0: none) after
+-- which the caller no longer waits for this answer.
 -- Returns {'taken', fence} or {'busy', holder record or '', pttl, waiters ahead}
--- or {'foreign'} / {'fence'} for keys that hold what no acquisition wrote.
+-- or {'late'} for a request that came after its caller gave up (held up in
+-- a stopped server), or {'foreign'} / {'fence'} for keys that hold what no
+-- acquisition wrote.
 local lock, fence_key, queue, alive, own_wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local before, after, ttl, me, how = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local client_us, lease, stale, wake_prefix = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], ARGV[9]
 local now_ms, now_us = server_time()
+local given_up_at = tonumber(ARGV[10])
+if given_up_at > 0 and now_ms > given_up_at then
+  return {'late'}
+end
 
 -- Waiters whose lease ran out (dead, or gone without a word) leave the line.
 while true do

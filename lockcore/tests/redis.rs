@@ -1,0 +1,311 @@
+//! The `redis` scheme against real servers this test starts: what no file
+//! scheme has. The scenarios every scheme shares (FIFO order, killed
+//! waiters and holders, expiry, outcomes, the torture suite) run against it
+//! from the other test files; these are about the server:
+//!
+//! * one lock whether reached by its unix socket or by TCP, and an ACL user
+//!   and a database of the target's choosing;
+//! * fences that never go back, also after `FLUSHALL` and after a restart
+//!   without persistence;
+//! * keys of another program under the lock's names, left alone;
+//! * every call returning by its deadline while the server is stopped
+//!   (SIGSTOP) or killed, and a release that cannot reach it never
+//!   reported as done;
+//! * each of the server's refusals (LOADING, BUSY, READONLY, OOM, NOAUTH,
+//!   WRONGPASS, NOPERM) as its own error kind;
+//! * holders judged only where that is sound: dead on this host, broken at
+//!   once; elsewhere, left to the server's expiry;
+//! * waiters woken by the release, not polling.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{leave_lock, open_lock, owner_as, wait_until, PATIENCE};
+use lockcore::{Contention, Error, ErrorKind, HostName, ReleaseOutcome, ServerProblem, SpecErrorKind};
+use testkit::Redis;
+
+/// How far past its deadline a call may return on a loaded machine: a
+/// bound against hangs, not a measure of speed.
+const SLACK: Duration = Duration::from_secs(1);
+
+/// A private server, or `None` (the test says it is skipped) without one.
+fn server(extra: &[&str]) -> Option<Redis> {
+    if !testkit::redis_available() {
+        eprintln!("skipped: redis-server is not installed");
+        return None;
+    }
+    Some(Redis::start(extra))
+}
+
+fn server_problem(result: Result<impl std::fmt::Debug, Error>) -> ServerProblem {
+    match result {
+        Err(Error::Server(e)) => e.problem,
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
+
+/// Runs `call`, and checks it returned within `deadline` (and the slack).
+fn by_deadline<T>(deadline: Duration, call: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let result = call();
+    let took = start.elapsed();
+    assert!(took <= deadline + SLACK, "returned after {took:?}, deadline {deadline:?}");
+    result
+}
+
+#[test]
+fn a_lock_reached_by_its_socket_or_by_tcp_is_one_lock() {
+    let Some(redis) = server(&[]) else { return };
+    let mut by_socket = open_lock(&redis.spec("one", "ttl=1h"));
+    let mut by_tcp = open_lock(&redis.tcp_spec("one", "ttl=1h"));
+    let first = by_socket.try_acquire().unwrap();
+    assert!(matches!(by_tcp.try_acquire(), Err(Error::Busy(Contention::Held(_)))));
+    let seen = by_tcp.inspect().unwrap();
+    let holder = seen.holder.expect("held");
+    assert_eq!((holder.pid, holder.record.map(|r| r.fence)), (std::process::id() as i32, Some(first.fence)));
+    assert_eq!(seen.last_fence, first.fence);
+    assert_eq!(by_socket.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    let second = by_tcp.try_acquire().unwrap();
+    assert!(second.fence > first.fence);
+    assert_eq!(by_tcp.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    // Nothing of a released lock stays but its fence.
+    let keys = redis.command(&["KEYS", "lockcore:{one}:*"]);
+    assert_eq!(keys, "lockcore:{one}:fence");
+}
+
+#[test]
+fn fences_never_go_back_after_a_flush_or_a_restart_without_data() {
+    let Some(mut redis) = server(&[]) else { return };
+    let spec = redis.spec("fence", "ttl=1h");
+    let mut fences = Vec::new();
+    let mut take = |lock: &mut lockcore::Lock| {
+        fences.push(lock.try_acquire().unwrap().fence);
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    };
+    let mut lock = open_lock(&spec);
+    take(&mut lock);
+    take(&mut lock);
+    assert_eq!(redis.command(&["FLUSHALL"]), "OK");
+    take(&mut lock);
+    redis.restart();
+    let mut lock = open_lock(&spec);
+    take(&mut lock);
+    assert!(fences.windows(2).all(|pair| pair[1] > pair[0]), "fences {fences:?}");
+}
+
+#[test]
+fn keys_another_program_wrote_are_refused_and_left_alone() {
+    let Some(redis) = server(&[]) else { return };
+    let mut lock = open_lock(&redis.spec("theirs", "ttl=1h"));
+    // A string that is no record of ours, under the lock key.
+    redis.command(&["SET", "lockcore:{theirs}:lock", "their session data"]);
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
+    assert_eq!(server_problem(lock.break_lock()), ServerProblem::ForeignKeys);
+    assert_eq!(redis.command(&["GET", "lockcore:{theirs}:lock"]), "their session data");
+    // Another type altogether.
+    redis.command(&["DEL", "lockcore:{theirs}:lock"]);
+    redis.command(&["HSET", "lockcore:{theirs}:lock", "field", "value"]);
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
+    assert_eq!(redis.command(&["HGET", "lockcore:{theirs}:lock", "field"]), "value");
+    // A fence key no acquisition wrote: not a number, or one so large that
+    // the next could not be told from it.
+    redis.command(&["DEL", "lockcore:{theirs}:lock"]);
+    for forged in ["twelve", "9007199254740993", "-5"] {
+        redis.command(&["SET", "lockcore:{theirs}:fence", forged]);
+        let refused = lock.try_acquire();
+        assert_eq!(server_problem(refused), ServerProblem::ForeignKeys, "fence {forged}");
+        assert_eq!(redis.command(&["GET", "lockcore:{theirs}:fence"]), forged);
+        assert_eq!(redis.command(&["EXISTS", "lockcore:{theirs}:lock"]), "0", "nothing taken over {forged}");
+    }
+}
+
+#[test]
+fn every_call_returns_by_its_deadline_while_the_server_is_stopped() {
+    let Some(redis) = server(&[]) else { return };
+    let spec = redis.spec("stopped", "ttl=1h");
+    let mut holder = open_lock(&spec);
+    let mut other = open_lock(&spec);
+    holder.try_acquire().unwrap();
+    other.inspect().unwrap();
+    redis.pause();
+    let budget = Duration::from_millis(600);
+    let waited = by_deadline(budget, || other.acquire(Some(budget)));
+    assert_eq!(server_problem(waited), ServerProblem::NoAnswer);
+    let tried = by_deadline(lockcore::TRY_PATIENCE, || other.try_acquire());
+    assert_eq!(server_problem(tried), ServerProblem::NoAnswer);
+    assert_eq!(server_problem(by_deadline(lockcore::CHANGE_PATIENCE, || other.inspect())), ServerProblem::NoAnswer);
+    // A release that cannot reach the server did not happen: the handle
+    // still holds, and can release once the server answers again.
+    let released = by_deadline(lockcore::CHANGE_PATIENCE, || holder.release(Duration::ZERO));
+    assert_eq!(server_problem(released), ServerProblem::NoAnswer);
+    let prolonged = by_deadline(lockcore::CHANGE_PATIENCE, || holder.prolong(None));
+    assert_eq!(server_problem(prolonged), ServerProblem::NoAnswer);
+    assert!(holder.held().is_some(), "a failed release keeps the lock held");
+    redis.resume();
+    assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    other.try_acquire().expect("free once released");
+}
+
+#[test]
+fn a_killed_server_is_unreachable_and_a_restarted_one_serves_again() {
+    let Some(mut redis) = server(&[]) else { return };
+    let spec = redis.spec("killed", "ttl=1h");
+    let mut holder = open_lock(&spec);
+    let taken = holder.try_acquire().unwrap();
+    redis.kill();
+    let released = by_deadline(lockcore::CHANGE_PATIENCE, || holder.release(Duration::ZERO));
+    assert_eq!(server_problem(released), ServerProblem::Unreachable);
+    assert!(holder.held().is_some());
+    redis.restart();
+    // The restart lost the lock and its fence: nobody took the lock since.
+    assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Expired));
+    let again = open_lock(&spec).try_acquire().unwrap();
+    assert!(again.fence > taken.fence);
+}
+
+#[test]
+fn a_server_that_is_loading_its_data_is_not_ready() {
+    let Some(mut redis) = server(&[]) else { return };
+    // Enough keys, each loaded slowly, to keep the server loading for
+    // seconds after a restart.
+    redis.command(&["DEBUG", "POPULATE", "20000"]);
+    assert_eq!(redis.command(&["SAVE"]), "OK");
+    redis.restart_with(&["--key-load-delay", "100", "--loading-process-events-interval-bytes", "1024"]);
+    let mut lock = open_lock(&redis.spec("loading", "ttl=1h"));
+    let refused = lock.try_acquire();
+    let Err(Error::Server(e)) = refused else { panic!("{refused:?}") };
+    assert_eq!(e.problem, ServerProblem::NotReady, "{e}");
+    assert!(e.server_text().starts_with(b"LOADING"), "{e}");
+}
+
+#[test]
+fn a_server_busy_with_a_script_is_not_ready() {
+    let Some(redis) = server(&["--busy-reply-threshold", "50"]) else { return };
+    let mut lock = open_lock(&redis.spec("busy", "ttl=1h"));
+    lock.try_acquire().unwrap();
+    lock.release(Duration::ZERO).unwrap();
+    let socket = redis.socket();
+    let spinner = std::thread::spawn(move || {
+        std::process::Command::new("redis-cli")
+            .arg("-s")
+            .arg(socket)
+            .args(["EVAL", "while true do end", "0"])
+            .output()
+            .expect("redis-cli runs")
+    });
+    wait_until(
+        "the script to run past the threshold",
+        || matches!(lock.inspect(), Err(Error::Server(e)) if e.problem == ServerProblem::NotReady),
+    );
+    assert_eq!(redis.command(&["SCRIPT", "KILL"]), "OK");
+    spinner.join().unwrap();
+    lock.try_acquire().expect("ready again once the script is killed");
+}
+
+#[test]
+fn a_replica_or_a_full_server_refuses_writes_with_its_own_kind() {
+    let Some(redis) = server(&[]) else { return };
+    let mut lock = open_lock(&redis.spec("writes", "ttl=1h"));
+    redis.command(&["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::NoWrites);
+    redis.command(&["CONFIG", "SET", "maxmemory", "0"]);
+    // A replica of a master that is not there: read-only all the same.
+    redis.command(&["REPLICAOF", "127.0.0.1", "1"]);
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ReadOnly);
+    redis.command(&["REPLICAOF", "NO", "ONE"]);
+    lock.try_acquire().expect("a master again");
+}
+
+#[test]
+fn the_login_and_the_database_are_the_targets() {
+    let Some(redis) = server(&["--requirepass", "s3cret"]) else { return };
+    let socket = testkit::percent_encode(redis.socket().to_str().unwrap());
+    let spec = |login: &str, db: &str| format!("redis://{login}{socket}{db}/login?ttl=1h");
+    let admin = |db: u32, args: &[&str]| redis.command_as(Some("s3cret"), db, args);
+    // No password: the server asks for one; a wrong one: refused.
+    assert_eq!(server_problem(open_lock(&spec("", "")).try_acquire()), ServerProblem::AuthRefused);
+    assert_eq!(server_problem(open_lock(&spec(":wrong@", "")).try_acquire()), ServerProblem::AuthRefused);
+    // The default user's password, and database 3.
+    let mut lock = open_lock(&spec(":s3cret@", "/3"));
+    lock.try_acquire().unwrap();
+    assert_eq!(admin(3, &["EXISTS", "lockcore:{login}:lock"]), "1");
+    assert_eq!(admin(0, &["EXISTS", "lockcore:{login}:lock"]), "0");
+    lock.release(Duration::ZERO).unwrap();
+    // An ACL user with every command on the lock's keys, and one without
+    // scripting.
+    admin(0, &["ACL", "SETUSER", "cron", "on", ">cronpass", "~lockcore:*", "+@all"]);
+    admin(0, &["ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-@scripting"]);
+    let mut cron = open_lock(&spec("cron:cronpass@", "/2"));
+    cron.try_acquire().unwrap();
+    assert_eq!(admin(2, &["EXISTS", "lockcore:{login}:lock"]), "1");
+    assert_eq!(cron.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    assert_eq!(server_problem(open_lock(&spec("noscript:pw@", "")).try_acquire()), ServerProblem::Refused);
+    // A database the server does not have.
+    assert_eq!(server_problem(open_lock(&spec(":s3cret@", "/99")).try_acquire()), ServerProblem::Refused);
+}
+
+#[test]
+fn a_dead_holder_here_is_broken_at_once_and_one_elsewhere_waits_for_its_expiry() {
+    let Some(redis) = server(&[]) else { return };
+    let spec = redis.spec("judged", "ttl=1h");
+    // A process of this host that is gone (pid 1 never has start time 1).
+    leave_lock(&spec, owner_as(1, 1));
+    let mut lock = open_lock(&spec);
+    lock.try_acquire().expect("a dead holder on this host is broken");
+    lock.release(Duration::ZERO).unwrap();
+    // The same pid on another host is never judged by this one.
+    let mut elsewhere = owner_as(1, 1);
+    elsewhere.host = HostName::from_bytes(b"elsewhere").unwrap();
+    leave_lock(&spec, elsewhere);
+    let busy = lock.try_acquire();
+    assert!(matches!(busy, Err(Error::Busy(Contention::Held(h))) if h.host == Some(elsewhere.host)), "{busy:?}");
+    let seen = lock.inspect().unwrap().holder.unwrap();
+    assert!(!seen.stale, "only its server's expiry frees it");
+}
+
+#[test]
+fn a_waiter_sleeps_until_the_release_instead_of_polling() {
+    let Some(redis) = server(&[]) else { return };
+    let spec = redis.spec("sleeper", "ttl=1h");
+    let mut holder = open_lock(&spec);
+    holder.try_acquire().unwrap();
+    let calls = || -> u64 {
+        let stats = redis.command(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+            .filter_map(|line| line.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let waiter = std::thread::spawn(move || open_lock(&spec).acquire(Some(PATIENCE)).map(|_| Instant::now()));
+    std::thread::sleep(Duration::from_millis(100));
+    let before = calls();
+    let quiet = Duration::from_secs(1);
+    std::thread::sleep(quiet);
+    let attempts = calls() - before;
+    // A waiter comes back every 120 ms to renew its place; one that polled
+    // like the file schemes' backoff would make a hundred calls a second.
+    assert!(attempts <= 20, "{attempts} attempts in {quiet:?} of waiting");
+    let released_at = Instant::now();
+    holder.release(Duration::ZERO).unwrap();
+    let got_at = waiter.join().unwrap().expect("the waiter gets the lock");
+    assert!(got_at >= released_at);
+}
+
+#[test]
+fn malformed_targets_and_options_are_refused_by_name() {
+    let refused = |spec: &str| match lockcore::Lock::open(spec) {
+        Err(Error::Spec(e)) => e.kind,
+        other => panic!("{spec}: {other:?}"),
+    };
+    assert_eq!(refused("redis:/tmp/x"), SpecErrorKind::BadUrl);
+    assert_eq!(refused("redis://localhost"), SpecErrorKind::BadUrl);
+    assert_eq!(refused("redis://localhost/%7Dx"), SpecErrorKind::BadUrl);
+    assert_eq!(refused("redis://localhost/x?format=%25f"), SpecErrorKind::UnknownKey);
+    assert_eq!(refused("redis://localhost/x?ttl=soon"), SpecErrorKind::BadValue);
+    let Err(unknown) = lockcore::Lock::open("redis://no-such-host.invalid/x").and_then(|mut l| l.try_acquire()) else {
+        panic!("a host that does not resolve")
+    };
+    assert_eq!(unknown.kind(), ErrorKind::Server(ServerProblem::UnknownHost));
+}
