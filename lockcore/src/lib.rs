@@ -127,6 +127,9 @@ pub mod internals {
         parse_lock_file, LockFileContent, Stamp, Unrecognised, MARKER as RECORD_MARKER, RECORD_CAPACITY,
     };
     pub use crate::strategy::lease::{LeaseState, LEASE_RECORD_LEN};
+    pub use crate::strategy::redis::resp::{
+        encode as encode_resp, parse as parse_resp, Parsed as RespParsed, Reply as RespReply,
+    };
     pub use crate::strategy::redis::waiter_pid as redis_waiter_pid;
     pub use crate::strategy::toplock::line::{Grant, Header, Line, LINE_CAPACITY};
     pub use crate::strategy::toplock::queue_file::COMPACT_AT;

@@ -34,7 +34,7 @@
 //! or flushed, still hands out tokens above every earlier one.
 
 mod conn;
-mod resp;
+pub(crate) mod resp;
 mod sha1;
 
 use core::fmt::Write;

@@ -113,6 +113,10 @@ fn parse_at(bytes: &[u8], depth: u32) -> Result<Parsed<'_>, Malformed> {
             Ok(Parsed::Partial)
         };
     };
+    // Every reply begins with its type byte.
+    if end == 0 {
+        return Err(Malformed);
+    }
     let (kind, line, after) = (bytes[0], &bytes[1..end], end + 2);
     let whole = |reply, used| Ok(Parsed::Whole(reply, used));
     match kind {
@@ -217,7 +221,7 @@ mod tests {
         for cut in 0..full.len() {
             assert_eq!(parse(&full[..cut]), Ok(Parsed::Partial), "cut at {cut}");
         }
-        for garbage in [&b"?x\r\n"[..], b":12a\r\n", b"$-2\r\n", b"$3\r\nabcd\r\n", b"*-5\r\n"] {
+        for garbage in [&b"?x\r\n"[..], b"\r\n", b"*1\r\n\r\n", b":12a\r\n", b"$-2\r\n", b"$3\r\nabcd\r\n", b"*-5\r\n"] {
             assert_eq!(parse(garbage), Err(Malformed), "{:?}", core::str::from_utf8(garbage));
         }
         assert_eq!(parse(&[b'$'; 100]), Err(Malformed), "a header line without its end");
