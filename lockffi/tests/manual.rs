@@ -115,7 +115,11 @@ fn lockffi_3_describes_every_result_code_with_its_number() {
 /// The keys `scheme` takes, as the parser lists them when it refuses one
 /// it does not take: the registry's list, the one public way to read it.
 fn keys_of(scheme: Scheme) -> Vec<String> {
-    let spec = format!("{}:/lockffi-manual/target?lockffi-manual-no-such-key=1", scheme.name());
+    let target = match scheme.target_kind() {
+        lockcore::TargetKind::Url => "//lockffi-manual/target",
+        _ => "/lockffi-manual/target",
+    };
+    let spec = format!("{}:{target}?lockffi-manual-no-such-key=1", scheme.name());
     let Err(Error::Spec(refused)) = Lock::open(spec.as_bytes()) else {
         panic!("{spec} was not refused as a spec");
     };
