@@ -352,6 +352,11 @@ typedef enum {
    */
   LOCK_ERR_SERVER_PROTOCOL = 410,
   /**
+   * Fewer of the server's replicas than the spec's `replicas` acknowledged
+   * the acquisition in time; the lock was given back.
+   */
+  LOCK_ERR_SERVER_NOT_REPLICATED = 411,
+  /**
    * A bug in this library was caught before it could cross into C.
    */
   LOCK_ERR_PANIC = 900
@@ -590,7 +595,7 @@ lock_result lock_close(lock_handle *handle);
  * `LOCK_ERR_SERVER_NOT_READY`, `LOCK_ERR_SERVER_READ_ONLY`,
  * `LOCK_ERR_SERVER_NO_WRITES`, `LOCK_ERR_SERVER_REFUSED`,
  * `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
- * `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_SERVER_NOT_REPLICATED`, `LOCK_ERR_PANIC`.
  *
  * # Safety
  * `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
@@ -623,7 +628,8 @@ lock_result lock_try_acquire(lock_handle *handle, uint64_t *fence_out);
  * `LOCK_ERR_SERVER_AUTH`, `LOCK_ERR_SERVER_NOT_READY`,
  * `LOCK_ERR_SERVER_READ_ONLY`, `LOCK_ERR_SERVER_NO_WRITES`,
  * `LOCK_ERR_SERVER_REFUSED`, `LOCK_ERR_SERVER_FOREIGN_KEYS`,
- * `LOCK_ERR_SERVER_PROTOCOL`, `LOCK_ERR_PANIC`.
+ * `LOCK_ERR_SERVER_PROTOCOL`, `LOCK_ERR_SERVER_NOT_REPLICATED`,
+ * `LOCK_ERR_PANIC`.
  *
  * # Safety
  * As for `lock_try_acquire`.

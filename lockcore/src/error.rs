@@ -359,6 +359,9 @@ pub enum ServerProblem {
     /// It refused the command otherwise: a user without the permission, a
     /// database that does not exist, scripting turned off.
     Refused,
+    /// Fewer replicas than the spec's `replicas` acknowledged the
+    /// acquisition in time (`WAIT`); it was given back.
+    NotReplicated,
     /// The lock's keys hold values this library never writes there (another
     /// program's key of the same name); they were left untouched.
     ForeignKeys,
@@ -421,6 +424,9 @@ impl fmt::Display for ServerError {
             ServerProblem::ReadOnly => "the server is a read-only replica",
             ServerProblem::NoWrites => "the server refuses writes",
             ServerProblem::Refused => "the server refused the command",
+            ServerProblem::NotReplicated => {
+                "fewer replicas than asked for acknowledged the acquisition in time; it was given back"
+            }
             ServerProblem::ForeignKeys => {
                 "the lock's keys hold values this library never writes; they were left untouched"
             }

@@ -159,6 +159,9 @@ macro_rules! key_named {
     (signal) => {
         Key::Signal
     };
+    (replicas) => {
+        Key::Replicas
+    };
 }
 
 /// The options every scheme takes, as the refusal of another one lists them.
@@ -264,7 +267,7 @@ schemes! {
     Redis = "redis" {
         strategy: Redis,
         target: Url,
-        keys: [],
+        keys: [replicas],
         abilities: [Prolong, Cooldown, Break, Queue, TimedAcquire],
     }
     /// A lock on a server that keeps no file of this host and waits for

@@ -19,6 +19,9 @@ use crate::error::{Error, SpecError, SpecErrorKind, Unsupported};
 pub use crate::registry::{Ability, Scheme, TargetKind};
 use crate::sys::{CPath, PathError};
 
+/// The most replicas `replicas` may ask for.
+const MOST_REPLICAS: u8 = 32;
+
 /// Capacity of a decoded option value (`format`, `ext`).
 pub const VALUE_CAPACITY: usize = 256;
 
@@ -106,6 +109,9 @@ pub struct Options {
     /// `signal=TERM|KILL` (lease): sent to a live same-host holder whose
     /// lease expired, when its lease is taken over.
     pub signal: Option<i32>,
+    /// `replicas=N` (redis): an acquisition counts only once N replicas of
+    /// the server have it (`WAIT`); default 0.
+    pub replicas: u8,
 }
 
 impl Default for Options {
@@ -123,6 +129,7 @@ impl Default for Options {
             wmin: Duration::from_secs(15),
             wafter: Duration::from_secs(20),
             signal: None,
+            replicas: 0,
         }
     }
 }
@@ -234,6 +241,7 @@ pub(crate) enum Key {
     Signal,
     Fair,
     Window,
+    Replicas,
 }
 
 impl Key {
@@ -252,6 +260,7 @@ impl Key {
             b"signal" => Key::Signal,
             b"fair" => Key::Fair,
             b"window" => Key::Window,
+            b"replicas" => Key::Replicas,
             _ => return None,
         })
     }
@@ -347,6 +356,12 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
                     b"KILL" | b"SIGKILL" => libc::SIGKILL,
                     _ => return Err(bad_value(name, "expected TERM or KILL")),
                 })
+            }
+            Key::Replicas => {
+                options.replicas = crate::text::parse_u64(v)
+                    .and_then(|n| u8::try_from(n).ok())
+                    .filter(|&n| n <= MOST_REPLICAS)
+                    .ok_or_else(|| bad_value(name, "expected a number of replicas from 0 to 32"))?;
             }
             Key::Ext => {
                 if v.contains(&b'/') {

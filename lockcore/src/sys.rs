@@ -1071,6 +1071,20 @@ impl SocketAddress {
         Ok(SocketAddress { storage, len: len as libc::socklen_t })
     }
 
+    /// Whether the two name the same place.
+    pub fn same_as(&self, other: &SocketAddress) -> bool {
+        let bytes = |address: &SocketAddress| {
+            // SAFETY: the storage is plain bytes, of which `len` were filled.
+            unsafe {
+                core::slice::from_raw_parts(
+                    (&address.storage as *const libc::sockaddr_storage).cast::<u8>(),
+                    address.len as usize,
+                )
+            }
+        };
+        self.len == other.len && bytes(self) == bytes(other)
+    }
+
     /// Whether it is an IP address (whose socket wants `TCP_NODELAY`).
     fn is_ip(&self) -> bool {
         matches!(self.storage.ss_family as libc::c_int, libc::AF_INET | libc::AF_INET6)

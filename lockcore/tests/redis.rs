@@ -309,3 +309,77 @@ fn malformed_targets_and_options_are_refused_by_name() {
     };
     assert_eq!(unknown.kind(), ErrorKind::Server(ServerProblem::UnknownHost));
 }
+
+#[test]
+fn a_cluster_sends_each_lock_to_the_node_of_its_slot_also_while_the_slot_moves() {
+    if !testkit::redis_available() {
+        eprintln!("skipped: redis-server is not installed");
+        return;
+    }
+    let cluster = testkit::RedisCluster::start(3);
+    // Every lock through the first node: most live elsewhere.
+    let mut owners = std::collections::BTreeSet::new();
+    for n in 0..12 {
+        let name = format!("spread-{n}");
+        owners.insert(cluster.owner_of(&format!("lockcore:{{{name}}}:lock")).0);
+        let mut lock = open_lock(&cluster.nodes[0].tcp_spec(&name, "ttl=1h"));
+        let mut rival = open_lock(&cluster.nodes[2].tcp_spec(&name, "ttl=1h"));
+        let taken = lock.try_acquire().unwrap();
+        assert!(matches!(rival.try_acquire(), Err(Error::Busy(_))), "{name}");
+        assert_eq!(rival.inspect().unwrap().holder.map(|h| h.record.unwrap().fence), Some(taken.fence));
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+        assert!(rival.try_acquire().unwrap().fence > taken.fence);
+    }
+    assert!(owners.len() > 1, "the names all landed on one node: {owners:?}");
+
+    // A slot on its way from one node to another: the old node sends the
+    // lock, whose keys it no longer has, to the new one (ASK), which runs no
+    // script over keys of a slot it is still taking in (TRYAGAIN): the lock
+    // is not ready until the move is done, and then the new node serves it.
+    let name = "moving";
+    let (from, slot) = cluster.owner_of(&format!("lockcore:{{{name}}}:lock"));
+    let to = (from + 1) % cluster.nodes.len();
+    let slot = slot.to_string();
+    assert_eq!(cluster.nodes[to].command(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &cluster.id_of(from)]), "OK");
+    assert_eq!(cluster.nodes[from].command(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &cluster.id_of(to)]), "OK");
+    let mut rival = open_lock(&cluster.nodes[from].tcp_spec(name, "ttl=1h"));
+    match rival.try_acquire() {
+        Err(Error::Server(e)) => {
+            assert_eq!(e.problem, ServerProblem::NotReady, "{e}");
+            assert!(e.server_text().starts_with(b"TRYAGAIN"), "the new node's answer, after ASKING: {e}");
+        }
+        other => panic!("a lock of a slot that moves: {other:?}"),
+    }
+    for node in &cluster.nodes {
+        node.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &cluster.id_of(to)]);
+    }
+    rival.try_acquire().expect("the slot has moved: its new node serves it");
+    assert_eq!(cluster.nodes[to].command(&["EXISTS", &format!("lockcore:{{{name}}}:lock")]), "1");
+}
+
+#[test]
+fn an_acquisition_counts_only_once_the_replicas_asked_for_have_it() {
+    let Some(master) = server(&[]) else { return };
+    let port = master.port().to_string();
+    let replica = Redis::start(&["--replicaof", "127.0.0.1", &port]);
+    wait_until("the replica to follow its master", || {
+        replica.command(&["INFO", "replication"]).contains("master_link_status:up")
+    });
+    let mut lock = open_lock(&master.spec("replicated", "ttl=1h&replicas=1"));
+    lock.acquire(Some(Duration::from_secs(2))).expect("one replica acknowledges");
+    assert!(replica.command(&["GET", "lockcore:{replicated}:lock"]).starts_with("lockcore 2 "));
+    lock.release(Duration::ZERO).unwrap();
+
+    // More replicas than there are, or a replica that stopped: refused by
+    // the deadline, and given back.
+    let mut greedy = open_lock(&master.spec("replicated", "ttl=1h&replicas=2"));
+    let refused = by_deadline(Duration::from_secs(2), || greedy.acquire(Some(Duration::from_secs(1))));
+    assert_eq!(server_problem(refused), ServerProblem::NotReplicated);
+    assert_eq!(master.command(&["EXISTS", "lockcore:{replicated}:lock"]), "0", "given back");
+    replica.pause();
+    let refused = by_deadline(Duration::from_millis(300), || lock.acquire(Some(Duration::from_millis(300))));
+    replica.resume();
+    assert_eq!(server_problem(refused), ServerProblem::NotReplicated);
+    assert_eq!(master.command(&["EXISTS", "lockcore:{replicated}:lock"]), "0", "given back");
+    assert!(lock.held().is_none());
+}

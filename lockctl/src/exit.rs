@@ -126,7 +126,10 @@ pub fn code_of(error: &Error) -> u8 {
             ServerProblem::Unreachable | ServerProblem::ReadOnly | ServerProblem::NoWrites | ServerProblem::Refused => {
                 UNAVAILABLE
             }
-            ServerProblem::NoAnswer | ServerProblem::Disconnected | ServerProblem::NotReady => TEMP_FAIL,
+            ServerProblem::NoAnswer
+            | ServerProblem::Disconnected
+            | ServerProblem::NotReady
+            | ServerProblem::NotReplicated => TEMP_FAIL,
             ServerProblem::AuthRefused => NO_PERMISSION,
             ServerProblem::ForeignKeys => DATA,
             ServerProblem::Protocol => PROTOCOL,

@@ -29,7 +29,7 @@ use crate::types::LOCK_WAIT_FOREVER;
 /// `LOCK_ERR_SERVER_NOT_READY`, `LOCK_ERR_SERVER_READ_ONLY`,
 /// `LOCK_ERR_SERVER_NO_WRITES`, `LOCK_ERR_SERVER_REFUSED`,
 /// `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
-/// `LOCK_ERR_PANIC`.
+/// `LOCK_ERR_SERVER_NOT_REPLICATED`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle from `lock_open`; `fence_out` is NULL or
@@ -71,7 +71,8 @@ pub unsafe extern "C" fn lock_try_acquire(handle: *mut lock_handle, fence_out: *
 /// `LOCK_ERR_SERVER_AUTH`, `LOCK_ERR_SERVER_NOT_READY`,
 /// `LOCK_ERR_SERVER_READ_ONLY`, `LOCK_ERR_SERVER_NO_WRITES`,
 /// `LOCK_ERR_SERVER_REFUSED`, `LOCK_ERR_SERVER_FOREIGN_KEYS`,
-/// `LOCK_ERR_SERVER_PROTOCOL`, `LOCK_ERR_PANIC`.
+/// `LOCK_ERR_SERVER_PROTOCOL`, `LOCK_ERR_SERVER_NOT_REPLICATED`,
+/// `LOCK_ERR_PANIC`.
 ///
 /// # Safety
 /// As for `lock_try_acquire`.

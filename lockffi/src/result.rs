@@ -170,6 +170,9 @@ pub enum lock_result {
     /// The server's answer is not one the protocol or this library's
     /// scripts give.
     LOCK_ERR_SERVER_PROTOCOL = 410,
+    /// Fewer of the server's replicas than the spec's `replicas` acknowledged
+    /// the acquisition in time; the lock was given back.
+    LOCK_ERR_SERVER_NOT_REPLICATED = 411,
 
     /// A bug in this library was caught before it could cross into C.
     LOCK_ERR_PANIC = 900,
@@ -299,6 +302,8 @@ code_table! {
         kind(ErrorKind::Server(ServerProblem::ForeignKeys));
     LOCK_ERR_SERVER_PROTOCOL: c"the server's answer makes no sense to this library",
         kind(ErrorKind::Server(ServerProblem::Protocol));
+    LOCK_ERR_SERVER_NOT_REPLICATED: c"fewer replicas than asked for acknowledged the acquisition",
+        kind(ErrorKind::Server(ServerProblem::NotReplicated));
     LOCK_ERR_PANIC: c"internal error in the lock library (caught panic)";
 }
 

@@ -301,10 +301,78 @@ pub fn percent_encode(text: &str) -> String {
         .collect()
 }
 
-/// A loopback port nobody listens on now.
+/// A loopback port nobody listens on now, whose cluster bus port (10000
+/// above it) is free too.
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    listener.local_addr().expect("its address").port()
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        if port < 55535 && std::net::TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A Redis Cluster of `masters` nodes on loopback, made with
+/// `redis-cli --cluster create`, each node a [`Redis`] of its own.
+pub struct RedisCluster {
+    /// The nodes, in the order their slots were given out (the first has
+    /// slot 0).
+    pub nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    /// Starts the nodes, joins them into one cluster and waits until every
+    /// node says the cluster is up.
+    pub fn start(masters: usize) -> RedisCluster {
+        let nodes: Vec<Redis> = (0..masters)
+            .map(|_| Redis::start(&["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]))
+            .collect();
+        let addresses: Vec<String> = nodes.iter().map(|node| format!("127.0.0.1:{}", node.port())).collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .unwrap_or_else(|e| panic!("redis-cli --cluster create: {e}"));
+        assert!(created.status.success(), "redis-cli --cluster create: {}", String::from_utf8_lossy(&created.stdout));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &nodes {
+            while !node.command(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                assert!(Instant::now() < deadline, "the cluster never came up");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        RedisCluster { nodes }
+    }
+
+    /// The node that serves `key`'s slot, by its index, and the slot.
+    pub fn owner_of(&self, key: &str) -> (usize, u16) {
+        let slot: u16 = self.nodes[0].command(&["CLUSTER", "KEYSLOT", key]).parse().expect("a slot number");
+        let owner = self.nodes.iter().position(|node| serves(node, slot)).expect("some node serves every slot");
+        (owner, slot)
+    }
+
+    /// A node's id in the cluster.
+    pub fn id_of(&self, node: usize) -> String {
+        self.nodes[node].command(&["CLUSTER", "MYID"])
+    }
+}
+
+/// Whether `node` serves `slot`, by its own view of the cluster.
+fn serves(node: &Redis, slot: u16) -> bool {
+    let me = node.command(&["CLUSTER", "MYID"]);
+    let nodes = node.command(&["CLUSTER", "NODES"]);
+    nodes.lines().filter(|line| line.starts_with(&me)).any(|line| {
+        line.split(' ').skip(8).any(|range| {
+            let mut ends = range.split('-').map(|n| n.parse::<u16>());
+            match (ends.next(), ends.next()) {
+                (Some(Ok(first)), Some(Ok(last))) => (first..=last).contains(&slot),
+                (Some(Ok(only)), None) => only == slot,
+                _ => false,
+            }
+        })
+    })
 }
 
 /// A new directory of this process's, short enough for a socket's path

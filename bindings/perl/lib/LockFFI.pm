@@ -60,6 +60,7 @@ BEGIN {
         LOCK_ERR_SERVER_REFUSED      => 408,
         LOCK_ERR_SERVER_FOREIGN_KEYS => 409,
         LOCK_ERR_SERVER_PROTOCOL     => 410,
+        LOCK_ERR_SERVER_NOT_REPLICATED => 411,
         LOCK_ERR_PANIC               => 900,
     );
     @LIVENESS = (

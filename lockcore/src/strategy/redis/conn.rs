@@ -27,6 +27,52 @@ const INPUT_CAPACITY: usize = 4 * 1024;
 /// The port a target without one means.
 pub const DEFAULT_PORT: u16 = 6379;
 
+/// How many redirections one question follows: a cluster that is moving
+/// the slot sends one or two; more is a loop.
+const MOST_REDIRECTS: usize = 5;
+
+/// A cluster node's answer that another node serves the key's slot:
+/// `MOVED <slot> <host>:<port>` for good, `ASK <slot> <host>:<port>` for
+/// this one question, while the slot moves.
+struct Redirect<'a> {
+    ask: bool,
+    host: &'a [u8],
+    port: u16,
+}
+
+impl<'a> Redirect<'a> {
+    fn of(said: &'a [u8]) -> Option<Redirect<'a>> {
+        let mut words = said.split(|&b| b == b' ');
+        let ask = match words.next()? {
+            b"MOVED" => false,
+            b"ASK" => true,
+            _ => return None,
+        };
+        let (_slot, target) = (words.next()?, words.next()?);
+        let colon = target.iter().rposition(|&b| b == b':')?;
+        let port = crate::text::parse_u64(&target[colon + 1..]).and_then(|port| u16::try_from(port).ok())?;
+        Some(Redirect { ask, host: &target[..colon], port })
+    }
+
+    /// The node's address: an IP address, as nodes announce themselves,
+    /// or a name (`cluster-announce-hostname`) for the resolver.
+    fn address(&self) -> Result<SocketAddress, Error> {
+        let unknown = || Error::Server(ServerError::said(ServerProblem::UnknownHost, self.host));
+        let text = core::str::from_utf8(self.host).map_err(|_| unknown())?;
+        if let Ok(ip) = text.parse::<core::net::IpAddr>() {
+            return Ok(SocketAddress::ip(ip, self.port));
+        }
+        let mut c_name = [0u8; 256];
+        let name = c_name.get_mut(..self.host.len()).ok_or_else(unknown)?;
+        name.copy_from_slice(self.host);
+        let c_name = core::ffi::CStr::from_bytes_until_nul(&c_name).map_err(|_| unknown())?;
+        if c_name.to_bytes().len() != self.host.len() {
+            return Err(unknown());
+        }
+        sys::resolve(c_name, self.port).map_err(|_| unknown())
+    }
+}
+
 /// A script of this library: its source and the name `EVALSHA` knows it by.
 pub struct Script {
     /// The Lua source, which `EVAL` sends.
@@ -95,8 +141,30 @@ impl Connection {
 
     /// Sends `args` as one command and reads its answer, by `deadline`;
     /// [`reply`](Self::reply) gives the answer. An error answer is an
-    /// answer: it is the caller's to judge.
+    /// answer: it is the caller's to judge. A cluster node's redirection
+    /// (`MOVED`, `ASK`) is followed: the command was not run there.
     pub fn exchange(&mut self, args: &[&[u8]], deadline: MonoTime) -> Result<(), Error> {
+        let mut asking = false;
+        for _ in 0..=MOST_REDIRECTS {
+            self.exchange_here(args, asking, deadline)?;
+            let Reply::Error(said) = self.reply() else { return Ok(()) };
+            let Some(redirect) = Redirect::of(said) else { return Ok(()) };
+            let (address, ask) = (redirect.address()?, redirect.ask);
+            // The node that owns the slot now: every later question goes
+            // there too (`MOVED`); for `ASK`, only this one is its, but the
+            // next one is sent back by a `MOVED` as long as the slot moves.
+            if self.address.is_some_and(|current| !current.same_as(&address)) {
+                self.reset();
+            }
+            self.address = Some(address);
+            asking = ask;
+        }
+        Err(Error::Server(ServerError::said(ServerProblem::Refused, b"too many cluster redirections")))
+    }
+
+    /// [`exchange`](Self::exchange) with the node connected to now; after
+    /// an `ASK`, prefixed with `ASKING`.
+    fn exchange_here(&mut self, args: &[&[u8]], asking: bool, deadline: MonoTime) -> Result<(), Error> {
         if self.socket.is_some() && self.opened_by != sys::getpid() {
             // The parent's: forgotten here, still open there.
             self.socket = None;
@@ -110,7 +178,11 @@ impl Connection {
         if self.socket.is_none() {
             self.connect(deadline)?;
         }
-        let outcome = self.send(args, deadline).and_then(|()| self.receive(deadline));
+        let mut outcome = Ok(());
+        if asking {
+            outcome = self.send(&[b"ASKING"], deadline).and_then(|()| self.receive(deadline));
+        }
+        outcome = outcome.and_then(|()| self.send(args, deadline)).and_then(|()| self.receive(deadline));
         if outcome.is_err() {
             self.socket = None;
         }

@@ -70,6 +70,11 @@ const WAIT_SLICE: Duration = Duration::from_millis(120);
 /// a wake-up near the end is acted on instead of timing the attempt out.
 const ATTEMPT_RESERVE: Duration = Duration::from_millis(50);
 
+/// How late a server may end a blocking command's timeout (`BLPOP`,
+/// `WAIT`): Redis checks them on its timer, `hz` times a second (10 by
+/// default), so one may answer up to 100 ms after it was due.
+const SERVER_TIMER_SLACK: Duration = Duration::from_millis(110);
+
 /// The longest key name: the lock's name and the few words around it,
 /// or a waiter's id ([`WaiterId`]).
 const KEY_CAPACITY: usize = crate::spec::VALUE_CAPACITY + 160;
@@ -109,6 +114,8 @@ pub struct Redis {
     fair: bool,
     /// With `stale=pid`, a dead holder on this host is broken at once.
     break_dead_owners: bool,
+    /// `replicas`: how many replicas must have an acquisition.
+    replicas: u8,
     /// The id this handle waits in line under, between the attempts of one
     /// acquire; `None` when it has no place.
     waiting_as: Option<WaiterId>,
@@ -236,6 +243,7 @@ impl Strategy for Redis {
             connection: Connection::new(endpoint.clone()),
             fair: spec.options.fair,
             break_dead_owners: spec.options.stale == StaleCheck::DeadOwner,
+            replicas: spec.options.replicas,
             waiting_as: None,
             last_contention: Contention::Raced,
         })
@@ -312,7 +320,7 @@ impl TimedAcquire for Redis {
                 Attempt::Busy { contention, expires_in, .. } => (contention, expires_in),
             };
             self.last_contention = contention;
-            let left = cx.deadline.remaining_from(MonoTime::now()).saturating_sub(ATTEMPT_RESERVE);
+            let left = cx.deadline.remaining_from(MonoTime::now()).saturating_sub(SERVER_TIMER_SLACK);
             // The holder's expiry wakes nobody: come back when it is due.
             let nap = left.min(WAIT_SLICE).min(expires_in.map_or(Duration::MAX, |d| d + Duration::from_millis(1)));
             if nap < Duration::from_millis(1) {
@@ -444,8 +452,7 @@ impl Redis {
         let (ttl_ms, lease) = (millis(ttl.unwrap_or(Duration::ZERO)), millis(WAITER_LEASE));
         let floor = clock_floor(sent);
         let stale_line = stale.map(Record::encode_line);
-        let mut given_up_at = FixedText::<24>::new();
-        let _ = write!(given_up_at, "{}", self.connection.server_deadline_ms(cx.deadline).unwrap_or(0));
+        let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline).map_or(0, |ms| ms.max(0) as u64));
         let args = [
             before.as_bytes(),
             after.as_bytes(),
@@ -464,7 +471,9 @@ impl Redis {
             b"taken" => {
                 let fence =
                     items.next().and_then(|r| r.integer()).and_then(|n| u64::try_from(n).ok()).ok_or_else(protocol)?;
-                Ok(Attempt::Taken(Record { fence, ..draft }))
+                let record = Record { fence, ..draft };
+                self.confirm_replicated(cx, &record)?;
+                Ok(Attempt::Taken(record))
             }
             b"busy" => {
                 let value = text_of(items.next())?;
@@ -501,6 +510,41 @@ impl Redis {
         }
     }
 
+    /// With `replicas=N`, waits (`WAIT`) until N replicas have `taken`,
+    /// within the attempt's deadline, and gives it back if they have not:
+    /// a failover to a replica without it would hand the lock out twice.
+    fn confirm_replicated(&mut self, cx: &Context<'_>, taken: &Record) -> Result<(), Error> {
+        if self.replicas == 0 {
+            return Ok(());
+        }
+        // Room is left for the server's late timeout and to give the lock
+        // back; `WAIT n 0` would wait for ever.
+        let left = cx.deadline.remaining_from(MonoTime::now());
+        let patience = left.saturating_sub(SERVER_TIMER_SLACK + GIVE_BACK_RESERVE).max(Duration::from_millis(1));
+        let (replicas, timeout) = (decimal(u64::from(self.replicas)), millis(patience));
+        let acknowledged =
+            match self.connection.exchange(&[b"WAIT", replicas.as_bytes(), timeout.as_bytes()], cx.deadline) {
+                Ok(()) => match self.connection.reply() {
+                    Reply::Integer(n) => n,
+                    Reply::Error(said) => return Err(Error::Server(server_error(said))),
+                    _ => return Err(protocol()),
+                },
+                // Too late to tell: as good as not acknowledged.
+                Err(Error::Server(e)) if e.problem == ServerProblem::NoAnswer => 0,
+                Err(e) => return Err(e),
+            };
+        if acknowledged >= i64::from(self.replicas) {
+            return Ok(());
+        }
+        // Best effort, given a moment past the deadline if the wait took
+        // all of it: should it fail, the lock runs out with its ttl.
+        let give_back = Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(GIVE_BACK_RESERVE)), ..*cx };
+        let _ = self.release_closed(&give_back, taken, Duration::ZERO);
+        let mut said = FixedText::<64>::new();
+        let _ = write!(said, "{acknowledged} of {} replicas acknowledged", self.replicas);
+        Err(Error::Server(ServerError::said(ServerProblem::NotReplicated, said.as_bytes())))
+    }
+
     /// Judges the record `value` of the lock key, which expires in
     /// `expires_in` on the server. Only a provably dead owner on this host
     /// makes it stale: its expiry is the server's to enforce, not this
@@ -531,8 +575,7 @@ impl Redis {
 /// moved the expiry since this handle wrote it.
 fn identity_of(held: &Record) -> (FixedText<{ crate::record::RECORD_LINE_CAPACITY }>, FixedText<24>) {
     let (mut identity, _) = held.encode_line_around_fence();
-    let mut fence = FixedText::<24>::new();
-    let _ = write!(fence, "{}", held.fence);
+    let fence = decimal(held.fence);
     // The record's own parts fit, with the fence and the space after it.
     let _ = identity.push_bytes(fence.as_bytes());
     let _ = identity.push_bytes(b" ");
@@ -552,9 +595,7 @@ fn kept_record(items: &mut resp::Items<'_>) -> Result<Record, Error> {
 /// The least fence an acquisition at `now` may have, by the caller's clock
 /// ([`crate::fence::next`]), in decimal.
 fn clock_floor(now: Moment) -> FixedText<24> {
-    let mut floor = FixedText::new();
-    let _ = write!(floor, "{}", crate::fence::next(0, now.wall).unwrap_or(0));
-    floor
+    decimal(crate::fence::next(0, now.wall).unwrap_or(0))
 }
 
 /// The refusal of a fence key that holds what no acquisition wrote: it is
@@ -563,13 +604,21 @@ fn fence_refused(keys: &Keys) -> Error {
     Error::Server(ServerError::said(ServerProblem::ForeignKeys, keys.fence.as_bytes()))
 }
 
+/// Time an acquisition that waits for its replicas leaves itself to give
+/// the lock back when they do not all answer.
+const GIVE_BACK_RESERVE: Duration = Duration::from_millis(50);
+
+/// A number in decimal.
+fn decimal(n: u64) -> FixedText<24> {
+    let mut out = FixedText::new();
+    let _ = write!(out, "{n}");
+    out
+}
+
 /// A duration as whole milliseconds, rounded up (a lease of 0.5 ms is one
 /// of 1 ms, never one without expiry), in decimal.
 fn millis(d: Duration) -> FixedText<24> {
-    let mut out = FixedText::new();
-    let ms = d.as_nanos().div_ceil(1_000_000);
-    let _ = write!(out, "{ms}");
-    out
+    decimal(u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX))
 }
 
 /// A key's `PTTL` as the time left: `None` for a key without expiry (-1)

@@ -221,7 +221,8 @@ mod tests {
         for cut in 0..full.len() {
             assert_eq!(parse(&full[..cut]), Ok(Parsed::Partial), "cut at {cut}");
         }
-        for garbage in [&b"?x\r\n"[..], b"\r\n", b"*1\r\n\r\n", b":12a\r\n", b"$-2\r\n", b"$3\r\nabcd\r\n", b"*-5\r\n"] {
+        for garbage in [&b"?x\r\n"[..], b"\r\n", b"*1\r\n\r\n", b":12a\r\n", b"$-2\r\n", b"$3\r\nabcd\r\n", b"*-5\r\n"]
+        {
             assert_eq!(parse(garbage), Err(Malformed), "{:?}", core::str::from_utf8(garbage));
         }
         assert_eq!(parse(&[b'$'; 100]), Err(Malformed), "a header line without its end");
