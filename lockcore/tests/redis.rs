@@ -383,3 +383,47 @@ fn an_acquisition_counts_only_once_the_replicas_asked_for_have_it() {
     assert_eq!(master.command(&["EXISTS", "lockcore:{replicated}:lock"]), "0", "given back");
     assert!(lock.held().is_none());
 }
+
+#[test]
+fn a_free_lock_is_taken_in_one_round_trip_and_given_back_in_another() {
+    let Some(redis) = server(&[]) else { return };
+    let mut lock = open_lock(&redis.spec("trips", "ttl=1h"));
+    // The first use connects, compares clocks and teaches the server the
+    // scripts (EVAL after NOSCRIPT).
+    lock.try_acquire().unwrap();
+    lock.release(Duration::ZERO).unwrap();
+    assert_eq!(redis.command(&["CONFIG", "RESETSTAT"]), "OK");
+    for _ in 0..10 {
+        lock.try_acquire().unwrap();
+        lock.release(Duration::ZERO).unwrap();
+    }
+    let stats = redis.command(&["INFO", "commandstats"]);
+    let calls: Vec<(&str, u64)> = stats
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            Some((name, rest.split("calls=").nth(1)?.split(',').next()?.parse().ok()?))
+        })
+        .collect();
+    let count = |command: &str| calls.iter().find(|&&(name, _)| name == command).map_or(0, |&(_, n)| n);
+    // Commands the scripts call (GET, SET, TIME, ...) are counted too;
+    // none of these is one.
+    assert_eq!(count("evalsha"), 20, "ten acquisitions and releases, one script each: {stats}");
+    for extra in ["eval", "blpop", "auth", "select", "ping"] {
+        assert_eq!(count(extra), 0, "{extra}: {stats}");
+    }
+}
+
+#[test]
+fn a_line_stuffed_with_waiters_that_are_gone_holds_up_nobody_for_long() {
+    let Some(redis) = server(&[]) else { return };
+    // Ten thousand ids in line without a lease: dead, or planted.
+    let mut command = vec!["RPUSH", "lockcore:{stuffed}:queue"];
+    let ids: Vec<String> = (0..10_000).map(|n| format!("elsewhere:{n}:{n:032x}")).collect();
+    command.extend(ids.iter().map(String::as_str));
+    assert_eq!(redis.command(&command), "10000");
+    let mut lock = open_lock(&redis.spec("stuffed", "ttl=1h"));
+    let budget = Duration::from_secs(20);
+    by_deadline(budget, || lock.acquire(Some(budget))).expect("the dead are passed over");
+    assert_eq!(redis.command(&["LLEN", "lockcore:{stuffed}:queue"]), "0");
+}

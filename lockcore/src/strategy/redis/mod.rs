@@ -677,6 +677,13 @@ mod tests {
     }
 
     #[test]
+    fn the_scripts_know_the_longest_record() {
+        let prelude = include_str!("lua/prelude.lua");
+        let line = std::format!("local LONGEST_RECORD = {}", crate::record::RECORD_CAPACITY);
+        assert!(prelude.contains(&line), "prelude.lua: {line}");
+    }
+
+    #[test]
     fn a_waiter_id_names_its_host_and_pid() {
         let owner = crate::owner::Owner::current().unwrap();
         let id = waiter_id(&owner, &Nonce::random().unwrap());

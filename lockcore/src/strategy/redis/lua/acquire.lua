@@ -18,8 +18,10 @@ if given_up_at > 0 and now_ms > given_up_at then
   return {'late'}
 end
 
--- Waiters whose lease ran out (dead, or gone without a word) leave the line.
-while true do
+-- Waiters whose lease ran out (dead, or gone without a word) leave the
+-- line; a few at a time, so that no script runs long over a queue that
+-- someone filled with dead entries.
+for _ = 1, 1000 do
   local head = redis.call('LINDEX', queue, 0)
   if not head then break end
   local until_ms = redis.call('ZSCORE', alive, head)

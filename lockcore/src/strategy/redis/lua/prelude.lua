@@ -4,9 +4,12 @@
 local COOLDOWN = 'lockcore-cooldown'
 local MARKER = 'lockcore 2 '
 
+-- No record of this library is longer (RECORD_CAPACITY).
+local LONGEST_RECORD = 512
+
 -- Whether a value of the lock key is one this library writes.
 local function ours(value)
-  return value == COOLDOWN or string.sub(value, 1, #MARKER) == MARKER
+  return value == COOLDOWN or (#value <= LONGEST_RECORD and string.sub(value, 1, #MARKER) == MARKER)
 end
 
 -- The server's clock, in milliseconds and in microseconds.
