@@ -108,6 +108,7 @@ pub use owner::{HostName, Liveness, Nonce, Owner, ProcessId, FOREIGN_CLOCK_TOLER
 pub use record::Record;
 pub use registry::{Ability, AbilitySet, TargetKind};
 pub use spec::{Scheme, Spec, Target};
+pub use strategy::redis::local_lease as redis_local_lease;
 pub use strategy::{CommitOutcome, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Strategy};
 pub use sys::{CPath, Errno, FileStat, PathError, PATH_CAPACITY};
 pub use trust::Sharing;

@@ -59,7 +59,15 @@ fn a_lock_reached_by_its_socket_or_by_tcp_is_one_lock() {
     let Some(redis) = server(&[]) else { return };
     let mut by_socket = open_lock(&redis.spec("one", "ttl=1h"));
     let mut by_tcp = open_lock(&redis.tcp_spec("one", "ttl=1h"));
+    let asked = by_socket.now().wall;
     let first = by_socket.try_acquire().unwrap();
+    let answered = by_socket.now().wall;
+    // The holder's own lease counts from when its request left, less the
+    // drift margin: it ends before the server's.
+    let lease = by_socket.held().unwrap().expires.unwrap().wall;
+    let own = lockcore::redis_local_lease(Duration::from_secs(3600));
+    assert!(own < Duration::from_secs(3600));
+    assert!(asked.saturating_add(own) <= lease && lease <= answered.saturating_add(own), "{lease:?}");
     assert!(matches!(by_tcp.try_acquire(), Err(Error::Busy(Contention::Held(_)))));
     let seen = by_tcp.inspect().unwrap();
     let holder = seen.holder.expect("held");
