@@ -57,19 +57,7 @@ impl<'a> Redirect<'a> {
     /// The node's address: an IP address, as nodes announce themselves,
     /// or a name (`cluster-announce-hostname`) for the resolver.
     fn address(&self) -> Result<SocketAddress, Error> {
-        let unknown = || Error::Server(ServerError::said(ServerProblem::UnknownHost, self.host));
-        let text = core::str::from_utf8(self.host).map_err(|_| unknown())?;
-        if let Ok(ip) = text.parse::<core::net::IpAddr>() {
-            return Ok(SocketAddress::ip(ip, self.port));
-        }
-        let mut c_name = [0u8; 256];
-        let name = c_name.get_mut(..self.host.len()).ok_or_else(unknown)?;
-        name.copy_from_slice(self.host);
-        let c_name = core::ffi::CStr::from_bytes_until_nul(&c_name).map_err(|_| unknown())?;
-        if c_name.to_bytes().len() != self.host.len() {
-            return Err(unknown());
-        }
-        sys::resolve(c_name, self.port).map_err(|_| unknown())
+        host_address(self.host, self.port)
     }
 }
 
@@ -379,23 +367,26 @@ fn address_of(endpoint: &Endpoint) -> Result<SocketAddress, Error> {
     match &endpoint.host {
         Host::Socket(path) => SocketAddress::unix(path)
             .map_err(|errno| Error::Server(ServerError::new(ServerProblem::Unreachable, Some(errno)))),
-        Host::Net { name, port } => {
-            let port = port.unwrap_or(DEFAULT_PORT);
-            let text = core::str::from_utf8(name.as_bytes()).ok();
-            if let Some(ip) = text.and_then(|text| text.parse::<core::net::IpAddr>().ok()) {
-                return Ok(SocketAddress::ip(ip, port));
-            }
-            let mut c_name = [0u8; crate::spec::VALUE_CAPACITY + 1];
-            let bytes = name.as_bytes();
-            c_name[..bytes.len()].copy_from_slice(bytes);
-            let unknown = Error::Server(ServerError::new(ServerProblem::UnknownHost, None));
-            let c_name = core::ffi::CStr::from_bytes_until_nul(&c_name).map_err(|_| unknown)?;
-            if c_name.to_bytes().len() != bytes.len() {
-                return Err(unknown);
-            }
-            sys::resolve(c_name, port).map_err(|_| unknown)
-        }
+        Host::Net { name, port } => host_address(name.as_bytes(), port.unwrap_or(DEFAULT_PORT)),
     }
+}
+
+/// The address of `host`: an IP address in text, or a name the C
+/// library's resolver looks up.
+fn host_address(host: &[u8], port: u16) -> Result<SocketAddress, Error> {
+    let unknown = || Error::Server(ServerError::said(ServerProblem::UnknownHost, host));
+    let text = core::str::from_utf8(host).map_err(|_| unknown())?;
+    if let Ok(ip) = text.parse::<core::net::IpAddr>() {
+        return Ok(SocketAddress::ip(ip, port));
+    }
+    let mut c_name = [0u8; crate::spec::VALUE_CAPACITY + 1];
+    c_name.get_mut(..host.len()).ok_or_else(unknown)?.copy_from_slice(host);
+    let c_name = core::ffi::CStr::from_bytes_until_nul(&c_name).map_err(|_| unknown())?;
+    // A NUL inside the name would have it looked up cut short.
+    if c_name.to_bytes().len() != host.len() {
+        return Err(unknown());
+    }
+    sys::resolve(c_name, port).map_err(|_| unknown())
 }
 
 /// The error an error answer stands for, by its first word.
