@@ -435,3 +435,66 @@ fn a_line_stuffed_with_waiters_that_are_gone_holds_up_nobody_for_long() {
     by_deadline(budget, || lock.acquire(Some(budget))).expect("the dead are passed over");
     assert_eq!(redis.command(&["LLEN", "lockcore:{stuffed}:queue"]), "0");
 }
+
+/// A unix socket in front of `server` whose answers come back `delay`
+/// late, as over a slow network; questions go through at once.
+fn slow_answers(server: &Redis, delay: Duration) -> std::path::PathBuf {
+    use std::io::{Read, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let path = server.socket().with_file_name("slow.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let upstream = server.socket();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = UnixStream::connect(&upstream) else { return };
+            let (mut to_server, mut from_client) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = from_client.read(&mut buf) {
+                    let _ = to_server.write_all(&buf[..n]);
+                }
+            });
+            let (mut from_server, mut to_client) = (server, client);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = from_server.read(&mut buf) {
+                    std::thread::sleep(delay);
+                    if to_client.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    path
+}
+
+#[test]
+fn an_acquisition_whose_answer_came_too_late_is_taken_back() {
+    let Some(redis) = server(&[]) else { return };
+    // The server learns the scripts first, over the direct socket.
+    let mut direct = open_lock(&redis.spec("late", ""));
+    direct.try_acquire().unwrap();
+    direct.release(Duration::ZERO).unwrap();
+    let slow = testkit::percent_encode(slow_answers(&redis, Duration::from_millis(70)).to_str().unwrap());
+    // No ttl: a lock left behind would stay as long as this process lives.
+    let mut lock = open_lock(&format!("redis://{slow}/late"));
+    let tried = lock.try_acquire();
+    assert_eq!(server_problem(tried), ServerProblem::NoAnswer);
+    assert!(lock.held().is_none());
+    assert_eq!(redis.command(&["EXISTS", "lockcore:{late}:lock"]), "0", "taken back");
+    direct.try_acquire().expect("free for the others");
+}
+
+#[test]
+fn a_wait_of_no_time_is_one_attempt() {
+    let Some(redis) = server(&[]) else { return };
+    let spec = redis.spec("instant", "");
+    let (mut first, mut second) = (open_lock(&spec), open_lock(&spec));
+    first.acquire(Some(Duration::ZERO)).expect("a free lock is taken by one attempt");
+    let busy = second.acquire(Some(Duration::ZERO));
+    assert!(matches!(busy, Err(Error::Timeout(Contention::Held(_)))), "{busy:?}");
+    first.release(Duration::ZERO).unwrap();
+    second.acquire(Some(Duration::ZERO)).expect("taken once released");
+}

@@ -70,6 +70,19 @@ const WAIT_SLICE: Duration = Duration::from_millis(120);
 /// a wake-up near the end is acted on instead of timing the attempt out.
 const ATTEMPT_RESERVE: Duration = Duration::from_millis(50);
 
+/// The least time an attempt is given for its round trips, whatever its
+/// caller's deadline: a try, or an acquire with no budget, is one attempt,
+/// and a network lock cannot be asked about in no time.
+const ROUND_TRIP_FLOOR: Duration = Duration::from_millis(100);
+
+/// The time given, past the caller's deadline if need be, to give up a
+/// place in line, or the lock when its replicas do not have it.
+const CLEAN_UP_PATIENCE: Duration = Duration::from_millis(50);
+
+/// The time given, past the caller's deadline, to take back an acquisition
+/// whose answer never came: on a new connection, a few round trips.
+const WITHDRAW_PATIENCE: Duration = Duration::from_millis(250);
+
 /// How late a server may end a blocking command's timeout (`BLPOP`,
 /// `WAIT`): Redis checks them on its timer, `hz` times a second (10 by
 /// default), so one may answer up to 100 ms after it was due.
@@ -101,6 +114,7 @@ const PROLONG: Script = script!("lua/prolong.lua");
 const INSPECT: Script = script!("lua/inspect.lua");
 const BREAK: Script = script!("lua/break.lua");
 const ABANDON: Script = script!("lua/abandon.lua");
+const WITHDRAW: Script = script!("lua/withdraw.lua");
 
 /// What the lock key holds during a release's cooldown.
 const COOLDOWN_VALUE: &[u8] = b"lockcore-cooldown";
@@ -251,6 +265,7 @@ impl Strategy for Redis {
 
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let manner = if self.fair { Manner::TryFair } else { Manner::Try };
+        let cx = &with_round_trip_floor(cx);
         let id = waiter_id(cx.me, &nonce);
         let mut stale = None;
         // At most twice: once more only to break a dead holder.
@@ -304,6 +319,9 @@ impl TimedAcquire for Redis {
         if self.waiting_as.is_some() && cx.deadline.remaining_from(MonoTime::now()) < ATTEMPT_RESERVE {
             return Err(Error::Busy(self.last_contention));
         }
+        let first = self.waiting_as.is_none();
+        let floored = with_round_trip_floor(cx);
+        let cx = if first { &floored } else { cx };
         let id = self.waiting_as.get_or_insert_with(|| waiter_id(cx.me, &nonce)).clone();
         let wake = self.keys.wake_of(&id);
         let mut stale: Option<Record> = None;
@@ -352,6 +370,9 @@ impl TimedAcquire for Redis {
 impl Queue for Redis {
     fn abandon(&mut self, cx: &Context<'_>) -> Result<(), Error> {
         let Some(id) = self.waiting_as.take() else { return Ok(()) };
+        // Called when the wait is over, often at its deadline: the place
+        // is given up a moment after rather than left for its lease to end.
+        let cx = &Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(CLEAN_UP_PATIENCE)), ..*cx };
         let wake = self.keys.wake_of(&id);
         let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.alive.as_bytes(), wake.as_bytes()];
         let lease = millis(WAITER_LEASE);
@@ -465,7 +486,14 @@ impl Redis {
             self.keys.wake_prefix.as_bytes(),
             given_up_at.as_bytes(),
         ];
-        self.connection.eval(&ACQUIRE, &keys, &args, cx.deadline)?;
+        if let Err(error) = self.connection.eval(&ACQUIRE, &keys, &args, cx.deadline) {
+            if matches!(error, Error::Server(e) if e.problem == ServerProblem::NoAnswer) {
+                // The server may have run it all the same, for a caller
+                // that no longer waits for it.
+                self.withdraw(before.as_bytes(), id);
+            }
+            return Err(error);
+        }
         let mut items = array_of(self.connection.reply(), 1)?;
         match text_of(items.next())? {
             b"taken" => {
@@ -510,6 +538,19 @@ impl Redis {
         }
     }
 
+    /// Takes back, on a new connection, an acquisition whose answer did not
+    /// come: the lock if it holds the record that starts with `owner_nonce`,
+    /// and the place of waiter `id`. Best effort: a request that reaches a
+    /// stopped server only after its deadline is refused there anyway.
+    fn withdraw(&mut self, owner_nonce: &[u8], id: &WaiterId) {
+        let wake = self.keys.wake_of(id);
+        let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.alive.as_bytes(), wake.as_bytes()];
+        let lease = millis(WAITER_LEASE);
+        let args = [owner_nonce, id.as_bytes(), self.keys.wake_prefix.as_bytes(), lease.as_bytes()];
+        let deadline = MonoTime::now().saturating_add(WITHDRAW_PATIENCE);
+        let _ = self.connection.eval(&WITHDRAW, &keys, &args, deadline);
+    }
+
     /// With `replicas=N`, waits (`WAIT`) until N replicas have `taken`,
     /// within the attempt's deadline, and gives it back if they have not:
     /// a failover to a replica without it would hand the lock out twice.
@@ -520,7 +561,7 @@ impl Redis {
         // Room is left for the server's late timeout and to give the lock
         // back; `WAIT n 0` would wait for ever.
         let left = cx.deadline.remaining_from(MonoTime::now());
-        let patience = left.saturating_sub(SERVER_TIMER_SLACK + GIVE_BACK_RESERVE).max(Duration::from_millis(1));
+        let patience = left.saturating_sub(SERVER_TIMER_SLACK + CLEAN_UP_PATIENCE).max(Duration::from_millis(1));
         let (replicas, timeout) = (decimal(u64::from(self.replicas)), millis(patience));
         let acknowledged =
             match self.connection.exchange(&[b"WAIT", replicas.as_bytes(), timeout.as_bytes()], cx.deadline) {
@@ -538,7 +579,7 @@ impl Redis {
         }
         // Best effort, given a moment past the deadline if the wait took
         // all of it: should it fail, the lock runs out with its ttl.
-        let give_back = Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(GIVE_BACK_RESERVE)), ..*cx };
+        let give_back = Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(CLEAN_UP_PATIENCE)), ..*cx };
         let _ = self.release_closed(&give_back, taken, Duration::ZERO);
         let mut said = FixedText::<64>::new();
         let _ = write!(said, "{acknowledged} of {} replicas acknowledged", self.replicas);
@@ -567,6 +608,11 @@ impl Redis {
             ..judged
         })
     }
+}
+
+/// `cx` with at least [`ROUND_TRIP_FLOOR`] left before its deadline.
+fn with_round_trip_floor<'a>(cx: &Context<'a>) -> Context<'a> {
+    Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(ROUND_TRIP_FLOOR)), ..*cx }
 }
 
 /// What names an acquisition on the server, whatever its expiry: the
@@ -603,10 +649,6 @@ fn clock_floor(now: Moment) -> FixedText<24> {
 fn fence_refused(keys: &Keys) -> Error {
     Error::Server(ServerError::said(ServerProblem::ForeignKeys, keys.fence.as_bytes()))
 }
-
-/// Time an acquisition that waits for its replicas leaves itself to give
-/// the lock back when they do not all answer.
-const GIVE_BACK_RESERVE: Duration = Duration::from_millis(50);
 
 /// A number in decimal.
 fn decimal(n: u64) -> FixedText<24> {

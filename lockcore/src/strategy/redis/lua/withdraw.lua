@@ -1,0 +1,21 @@
+-- Takes back an acquisition whose answer never came (the server ran it,
+-- but the answer was late or lost): the lock, if it holds that
+-- acquisition, and the waiter's place in line.
+-- KEYS: lock, queue, alive, the waiter's wake list. ARGV: the start of
+-- the acquisition's record up to its fence (owner and nonce, which no
+-- other acquisition has), the waiter's id, the wake lists' prefix, a
+-- waiter's lease in ms.
+local lock, queue, alive, own_wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local current = redis.call('GET', lock)
+local withdrawn = 0
+if current and string.sub(current, 1, #ARGV[1]) == ARGV[1] then
+  redis.call('DEL', lock)
+  withdrawn = 1
+end
+redis.call('LREM', queue, 0, ARGV[2])
+redis.call('ZREM', alive, ARGV[2])
+redis.call('DEL', own_wake)
+if not redis.call('GET', lock) then
+  wake_head(queue, ARGV[3], tonumber(ARGV[4]))
+end
+return withdrawn
