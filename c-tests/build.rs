@@ -24,12 +24,12 @@ use std::path::{Path, PathBuf};
 use lockcore::{Ability, Lock, Scheme};
 
 /// The C programs, by file stem; `main` becomes `<stem>_main`.
-const PROGRAMS: &[&str] = &["api", "errors", "counter", "strategies", "demo"];
+const PROGRAMS: &[&str] = &["api", "errors", "counter", "strategies", "server", "demo"];
 
 /// The target every C case names, in its own fresh directory.
 const TARGET: &str = "data";
 /// The programs that also run under AddressSanitizer.
-const ASAN_PROGRAMS: &[&str] = &["api", "errors", "counter", "strategies"];
+const ASAN_PROGRAMS: &[&str] = &["api", "errors", "counter", "strategies", "server"];
 
 /// The compiler flags of the AddressSanitizer build, compiling and linking.
 const ASAN_FLAGS: &[&str] = &["-fsanitize=address", "-fno-omit-frame-pointer"];

@@ -1,6 +1,6 @@
 /*
  * harness.h: what the C test programs (api.c, errors.c, strategies.c,
- * counter.c) share.
+ * counter.c, server.c) share.
  *
  * Style of regex-capi's ctest/test.c and rustls-ffi's tests: one
  * `static bool test_xxx(void)` per case, a table of cases, and for each case
@@ -110,6 +110,18 @@ HARNESS_UNUSED static const char *rc_name(int code) {
     case LOCK_ERR_COMMIT: return "LOCK_ERR_COMMIT";
     case LOCK_ERR_NOT_A_DIRECTORY: return "LOCK_ERR_NOT_A_DIRECTORY";
     case LOCK_ERR_UNTRUSTED: return "LOCK_ERR_UNTRUSTED";
+    case LOCK_ERR_SERVER_UNKNOWN_HOST: return "LOCK_ERR_SERVER_UNKNOWN_HOST";
+    case LOCK_ERR_SERVER_UNREACHABLE: return "LOCK_ERR_SERVER_UNREACHABLE";
+    case LOCK_ERR_SERVER_NO_ANSWER: return "LOCK_ERR_SERVER_NO_ANSWER";
+    case LOCK_ERR_SERVER_DISCONNECTED: return "LOCK_ERR_SERVER_DISCONNECTED";
+    case LOCK_ERR_SERVER_AUTH: return "LOCK_ERR_SERVER_AUTH";
+    case LOCK_ERR_SERVER_NOT_READY: return "LOCK_ERR_SERVER_NOT_READY";
+    case LOCK_ERR_SERVER_READ_ONLY: return "LOCK_ERR_SERVER_READ_ONLY";
+    case LOCK_ERR_SERVER_NO_WRITES: return "LOCK_ERR_SERVER_NO_WRITES";
+    case LOCK_ERR_SERVER_REFUSED: return "LOCK_ERR_SERVER_REFUSED";
+    case LOCK_ERR_SERVER_FOREIGN_KEYS: return "LOCK_ERR_SERVER_FOREIGN_KEYS";
+    case LOCK_ERR_SERVER_PROTOCOL: return "LOCK_ERR_SERVER_PROTOCOL";
+    case LOCK_ERR_SERVER_NOT_REPLICATED: return "LOCK_ERR_SERVER_NOT_REPLICATED";
     case LOCK_ERR_PANIC: return "LOCK_ERR_PANIC";
     default: return "(unknown code)";
     }
@@ -149,6 +161,18 @@ HARNESS_UNUSED static const lock_result ALL_CODES[] = {
     LOCK_ERR_COMMIT,
     LOCK_ERR_NOT_A_DIRECTORY,
     LOCK_ERR_UNTRUSTED,
+    LOCK_ERR_SERVER_UNKNOWN_HOST,
+    LOCK_ERR_SERVER_UNREACHABLE,
+    LOCK_ERR_SERVER_NO_ANSWER,
+    LOCK_ERR_SERVER_DISCONNECTED,
+    LOCK_ERR_SERVER_AUTH,
+    LOCK_ERR_SERVER_NOT_READY,
+    LOCK_ERR_SERVER_READ_ONLY,
+    LOCK_ERR_SERVER_NO_WRITES,
+    LOCK_ERR_SERVER_REFUSED,
+    LOCK_ERR_SERVER_FOREIGN_KEYS,
+    LOCK_ERR_SERVER_PROTOCOL,
+    LOCK_ERR_SERVER_NOT_REPLICATED,
     LOCK_ERR_PANIC,
 };
 #define ALL_CODES_COUNT (sizeof ALL_CODES / sizeof ALL_CODES[0])
@@ -656,17 +680,19 @@ HARNESS_UNUSED static void harness_install_watchdog(void) {
     sigaction(SIGALRM, &action, NULL);
 }
 
-/* Runs the cases whose name contains `filter` (all if NULL), one line each.
- * Returns the exit status for main: 0 if none failed, else 1. */
-HARNESS_UNUSED static int run_tests(const char *program, const struct test_case *cases, size_t count,
-                                    const char *filter) {
+/* Runs the cases whose name contains `filter` (all if NULL), one line each,
+ * after probing the schemes of the table if `probe_schemes` (a program whose
+ * cases use no file scheme, server.c, has no use for it). Returns the exit
+ * status for main: 0 if none failed, else 1. */
+HARNESS_UNUSED static int run_program(const char *program, const struct test_case *cases, size_t count,
+                                      const char *filter, bool probe_schemes) {
     umask(022);
     if (!harness_make_root(program)) {
         printf("FAILED %s: cannot make a temporary directory\n", program);
         return 1;
     }
     printf("lock library %s, C test program %s, in %s\n", lock_version(), program, harness_root);
-    if (!harness_probe_schemes()) {
+    if (probe_schemes && !harness_probe_schemes()) {
         printf("FAILED %s: the schemes could not be probed: %s\n", program, harness_why);
         return 1;
     }
@@ -706,6 +732,12 @@ HARNESS_UNUSED static int run_tests(const char *program, const struct test_case 
         printf("kept %s for inspection\n", harness_root);
     }
     return failed == 0 ? 0 : 1;
+}
+
+/* run_program for the programs whose cases run on the schemes' table. */
+HARNESS_UNUSED static int run_tests(const char *program, const struct test_case *cases, size_t count,
+                                    const char *filter) {
+    return run_program(program, cases, count, filter, true);
 }
 
 #endif /* LOCKFFI_C_TESTS_HARNESS_H */

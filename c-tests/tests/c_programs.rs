@@ -1,18 +1,25 @@
 //! Runs the C test programs (c/api.c, c/errors.c, c/strategies.c,
-//! c/counter.c, each linked with the library as a `c_<stem>` binary) and
-//! checks what they report: exit status 0, at least one `PASSED` line and no
-//! `FAILED` line. On failure the program's whole output is shown. The
-//! counter and the demo (c/demo.c, `lockdemo`) must have run every scheme of
-//! lockcore's own list, `Scheme::ALL`, which their table is generated from.
+//! c/counter.c, c/server.c, each linked with the library as a `c_<stem>`
+//! binary) and checks what they report: exit status 0, at least one
+//! `PASSED` line and no `FAILED` line. On failure the program's whole output
+//! is shown. The counter and the demo (c/demo.c, `lockdemo`) must have run
+//! every scheme of lockcore's own list, `Scheme::ALL`, whose locks are
+//! files, which their table is generated from.
 //!
-//! If `valgrind` is on PATH, c_api, c_errors and c_strategies run once more
-//! under memcheck (`--error-exitcode=99 --leak-check=full
+//! c_server runs on a lock kept by a server: each of its runs gets a
+//! redis-server of its own and one that wants a password, started here
+//! ([`testkit`]), and every case must have run, none skipped. Where no
+//! `redis-server` can run those tests say they were skipped (under `CI`
+//! they fail: CI installs it).
+//!
+//! If `valgrind` is on PATH, c_api, c_errors, c_strategies and c_server run
+//! once more under memcheck (`--error-exitcode=99 --leak-check=full
 //! --errors-for-leak-kinds=definite`, with `LOCKFFI_UNDER_MEMCHECK=1` for the
 //! few cases that cannot run there); otherwise that test says it was
 //! skipped. CI installs valgrind.
 //!
-//! And c_api, c_errors, c_strategies and a short c_counter run once more as
-//! C programs of their own, compiled with `-fsanitize=address
+//! And c_api, c_errors, c_strategies, c_server and a short c_counter run
+//! once more as C programs of their own, compiled with `-fsanitize=address
 //! -fno-omit-frame-pointer` and linked with `liblockffi.so` (the cdylib,
 //! which no other C test runs; the Rust side is not instrumented, but
 //! AddressSanitizer sees every malloc and free, and LeakSanitizer checks each
@@ -71,7 +78,13 @@ fn c_strategies() {
     }
 }
 
-use lockcore::Scheme;
+use lockcore::{Ability, Scheme};
+
+/// The schemes of the C programs' table (build.rs): those whose locks are
+/// files. A lock on a server has a program of its own, c_server.
+fn file_schemes() -> impl Iterator<Item = Scheme> {
+    Scheme::ALL.iter().copied().filter(|scheme| scheme.supports(Ability::Files))
+}
 
 #[test]
 fn c_counter() {
@@ -79,7 +92,7 @@ fn c_counter() {
     let mut command = Command::new(env!("CARGO_BIN_EXE_c_counter"));
     command.env_remove("LOCKFFI_COUNTER_PROCESSES").env_remove("LOCKFFI_COUNTER_CYCLES");
     let stdout = check("c_counter", command);
-    for strategy in Scheme::ALL.iter().map(|s| s.name()) {
+    for strategy in file_schemes().map(|s| s.name()) {
         assert!(
             stdout.lines().any(|l| l == format!("PASSED test_counter_{strategy}")),
             "c_counter did not pass {strategy}:\n{stdout}"
@@ -99,7 +112,7 @@ fn lockdemo_runs_every_scheme() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "lockdemo failed with {}:\n{stdout}{stderr}", output.status);
-    for scheme in Scheme::ALL {
+    for scheme in file_schemes() {
         let row = format!("| {:<8} |       10 |       10 |        0 |", scheme.name());
         assert!(
             stdout.lines().any(|l| l.starts_with(&row)),
@@ -135,16 +148,21 @@ fn c_api_c_errors_and_c_strategies_under_valgrind() {
         ("c_errors", env!("CARGO_BIN_EXE_c_errors")),
         ("c_strategies", env!("CARGO_BIN_EXE_c_strategies")),
     ] {
-        let mut command = Command::new(&valgrind);
-        command.env("LOCKFFI_UNDER_MEMCHECK", "1").args([
-            "--quiet",
-            "--error-exitcode=99",
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite",
-            program,
-        ]);
-        check(&format!("valgrind {name}"), command);
+        check(&format!("valgrind {name}"), under_memcheck(&valgrind, program));
     }
+}
+
+/// `program` run by `valgrind`'s memcheck, failing on any error or definite leak.
+fn under_memcheck(valgrind: &Path, program: &str) -> Command {
+    let mut command = Command::new(valgrind);
+    command.env("LOCKFFI_UNDER_MEMCHECK", "1").args([
+        "--quiet",
+        "--error-exitcode=99",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        program,
+    ]);
+    command
 }
 
 /// What every AddressSanitizer run is given, before the caller's own
@@ -231,10 +249,83 @@ fn c_counter_under_asan() {
     // Every strategy, but short: the full run is c_counter's.
     let env = [("LOCKFFI_COUNTER_PROCESSES", "4"), ("LOCKFFI_COUNTER_CYCLES", "50")];
     let Some(stdout) = check_under_asan("counter", &env) else { return };
-    for strategy in Scheme::ALL.iter().map(|s| s.name()) {
+    for strategy in file_schemes().map(|s| s.name()) {
         assert!(
             stdout.lines().any(|l| l == format!("PASSED test_counter_{strategy}")),
             "c_counter under AddressSanitizer did not pass {strategy}:\n{stdout}"
         );
     }
+}
+
+/// The password of the server that wants one.
+const PASSWORD: &str = "c-server-s3cret";
+
+/// The servers c_server runs against, for one run: one to lock on, by its
+/// unix socket and its TCP port, and one that wants [`PASSWORD`]. They are
+/// killed when this is dropped, at the end of the test that started them.
+struct Servers {
+    main: testkit::Redis,
+    auth: testkit::Redis,
+}
+
+impl Servers {
+    /// Started, or `None` (the test says it is skipped) where no
+    /// redis-server can run; under `CI` that fails instead.
+    fn start(name: &str) -> Option<Servers> {
+        if !testkit::redis_available() {
+            println!("skipped: redis-server is not installed (CI installs it); {name} was not run");
+            eprintln!("skipped: {name}: redis-server not installed");
+            return None;
+        }
+        Some(Servers { main: testkit::Redis::start(&[]), auth: testkit::Redis::start(&["--requirepass", PASSWORD]) })
+    }
+
+    /// What c/server.c reads: each server as a spec without its lock's
+    /// name, which every case gives its own.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("LOCKFFI_TEST_REDIS_SPEC_BASE", self.main.spec("", "")),
+            ("LOCKFFI_TEST_REDIS_TCP_SPEC_BASE", self.main.tcp_spec("", "")),
+            ("LOCKFFI_TEST_REDIS_AUTH_SPEC_BASE", self.auth.spec("", "")),
+            ("LOCKFFI_TEST_REDIS_PASSWORD", PASSWORD.to_string()),
+        ]
+    }
+}
+
+/// With its servers given, no case of c_server has a reason to skip.
+fn every_server_case_ran(name: &str, stdout: &str) {
+    let skipped: Vec<&str> = stdout.lines().filter(|l| l.starts_with("SKIPPED ")).collect();
+    assert!(skipped.is_empty(), "{name} skipped cases it had servers for: {skipped:?}\n{stdout}");
+}
+
+#[test]
+fn c_server() {
+    let Some(servers) = Servers::start("c_server") else { return };
+    let mut command = Command::new(env!("CARGO_BIN_EXE_c_server"));
+    command.envs(servers.env());
+    let stdout = check("c_server", command);
+    every_server_case_ran("c_server", &stdout);
+}
+
+#[test]
+fn c_server_under_valgrind() {
+    let Some(valgrind) = find_on_path("valgrind") else {
+        println!("skipped: valgrind not installed (CI installs it); c_server was not run under memcheck");
+        eprintln!("skipped: valgrind not installed");
+        return;
+    };
+    let Some(servers) = Servers::start("c_server under valgrind") else { return };
+    let mut command = under_memcheck(&valgrind, env!("CARGO_BIN_EXE_c_server"));
+    command.envs(servers.env());
+    let stdout = check("valgrind c_server", command);
+    every_server_case_ran("valgrind c_server", &stdout);
+}
+
+#[test]
+fn c_server_under_asan() {
+    let Some(servers) = Servers::start("c_server under AddressSanitizer") else { return };
+    let env = servers.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    let Some(stdout) = check_under_asan("server", &env) else { return };
+    every_server_case_ran("c_server under AddressSanitizer", &stdout);
 }
