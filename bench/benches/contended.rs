@@ -10,14 +10,18 @@
 //!
 //! Groups: `contended/<scheme>` for each of `Scheme::ALL`, with
 //! `threads/N` and `processes/N`; `contended/peers` with the robust pthread
-//! mutex (threads and processes) and `std::sync::Mutex` (threads).
+//! mutex (threads and processes) and `std::sync::Mutex` (threads). The
+//! locks are files in the default temp directory, and for `redis` keys on a
+//! redis-server this bench starts, reached over loopback TCP (skipped, with
+//! a line that says so, without redis-server).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bench::peer::RobustMutex;
 use bench::pool::{MakeOp, Mode, Pool};
-use bench::BenchDir;
+use bench::redis::Transport;
+use bench::Homes;
 use criterion::{criterion_group, criterion_main, Criterion};
 use lockcore::{Lock, Scheme};
 
@@ -32,12 +36,15 @@ fn bench_pool(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::
 }
 
 fn contended(c: &mut Criterion) {
-    let dir = BenchDir::new(&std::env::temp_dir(), "contended");
-    for &scheme in Scheme::ALL {
+    let (homes, skipped) = Homes::new(&std::env::temp_dir(), "contended", Scheme::ALL, Transport::Tcp);
+    for (scheme, why) in &skipped {
+        eprintln!("contended/{}: skipped: {why}", scheme.name());
+    }
+    for &scheme in Scheme::ALL.iter().filter(|s| !skipped.iter().any(|(skip, _)| skip == *s)) {
         let mut group = c.benchmark_group(format!("contended/{}", scheme.name()));
         for mode in Mode::ALL {
             for &n in CONTENDERS {
-                let spec = dir.spec(scheme.name(), &format!("{}-{}-{n}", scheme.name(), mode.name()));
+                let spec = homes.spec(scheme, &format!("{}-{}-{n}", scheme.name(), mode.name()));
                 let make: MakeOp = Arc::new(move |_| {
                     let mut lock = Lock::open(spec.as_bytes()).expect("spec");
                     Box::new(move || {
@@ -51,7 +58,7 @@ fn contended(c: &mut Criterion) {
     }
 
     let mut group = c.benchmark_group("contended/peers");
-    let robust = Arc::new(RobustMutex::new(&dir.path().join("pthread.shm")));
+    let robust = Arc::new(RobustMutex::new(&homes.dir().path().join("pthread.shm")));
     for mode in Mode::ALL {
         for &n in CONTENDERS {
             let robust = robust.clone();

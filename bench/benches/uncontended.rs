@@ -13,12 +13,38 @@
 //!
 //! Strategies come from `Scheme::ALL`: a new one is measured with no change
 //! here, and gets its floor once one is added to `bench::floor::for_scheme`.
+//!
+//! A lock kept on a server is measured once per transport instead of once
+//! per file system: `redis/tcp` and `redis/unix`, on a redis-server this
+//! bench starts, beside the floor of a lock on a server (`SET NX PX` and
+//! `DEL`, two round trips on one connection). Without redis-server they are
+//! skipped, and the bench says so.
 
 use std::time::Duration;
 
+use bench::redis::{self, RedisServer, Transport};
 use bench::{bench_roots, floor, peer, BenchDir};
-use criterion::{criterion_group, criterion_main, Criterion};
-use lockcore::{Lock, Scheme};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use lockcore::{Lock, Scheme, TargetKind};
+
+/// `try_acquire` + `release` of the lock `spec` on one handle; a strategy
+/// that fails even alone is reported, not benchmarked, so that it does not
+/// stop the others.
+fn bench_lockcore(group: &mut BenchmarkGroup<'_, WallTime>, id: &str, spec: &str) {
+    let mut lock = Lock::open(spec.as_bytes()).expect("spec");
+    match lock.try_acquire().map(|_| lock.release(Duration::ZERO)) {
+        Ok(Ok(_)) => {
+            group.bench_function("lockcore", |b| {
+                b.iter(|| {
+                    lock.try_acquire().expect("uncontended");
+                    lock.release(Duration::ZERO).expect("release");
+                })
+            });
+        }
+        failed => eprintln!("WARNING: {id}: lockcore skipped: an uncontended cycle failed: {failed:?}"),
+    }
+}
 
 fn uncontended(c: &mut Criterion) {
     if !peer::LIBLOCKFILE {
@@ -26,24 +52,10 @@ fn uncontended(c: &mut Criterion) {
     }
     for (fs, root) in bench_roots() {
         let dir = BenchDir::new(&root, fs);
-        for &scheme in Scheme::ALL {
+        for &scheme in Scheme::ALL.iter().filter(|s| s.target_kind() == TargetKind::Path) {
             let name = scheme.name();
             let mut group = c.benchmark_group(format!("{name}/{fs}"));
-            let mut lock = Lock::open(dir.spec(name, &format!("{name}-lock")).as_bytes()).expect("spec");
-            // A strategy that fails even alone is reported, not benchmarked,
-            // so that it does not stop the others.
-            match lock.try_acquire().map(|_| lock.release(Duration::ZERO)) {
-                Ok(Ok(_)) => group.bench_function("lockcore", |b| {
-                    b.iter(|| {
-                        lock.try_acquire().expect("uncontended");
-                        lock.release(Duration::ZERO).expect("release");
-                    })
-                }),
-                failed => {
-                    eprintln!("WARNING: {name}/{fs}: lockcore skipped: an uncontended cycle failed: {failed:?}");
-                    &mut group
-                }
-            };
+            bench_lockcore(&mut group, &format!("{name}/{fs}"), &dir.spec(name, &format!("{name}-lock")));
             for (label, make) in floor::for_scheme(name) {
                 let mut body = make(&dir.path().join(format!("{name}-floor")));
                 group.bench_function(label, |b| b.iter(&mut body));
@@ -69,6 +81,39 @@ fn uncontended(c: &mut Criterion) {
                     });
                 }
                 _ => {}
+            }
+            group.finish();
+        }
+    }
+    on_servers(c);
+}
+
+fn on_servers(c: &mut Criterion) {
+    for &scheme in Scheme::ALL.iter().filter(|s| s.target_kind() == TargetKind::Url) {
+        let name = scheme.name();
+        if name != "redis" {
+            eprintln!("{name}: skipped: this bench starts no server for its locks");
+            continue;
+        }
+        let server = match RedisServer::start(Transport::Tcp) {
+            Ok(server) => server,
+            Err(why) => {
+                eprintln!("{name}: skipped: {why}");
+                continue;
+            }
+        };
+        for transport in Transport::ALL {
+            let id = format!("{name}/{}", transport.name());
+            let mut group = c.benchmark_group(&id);
+            bench_lockcore(&mut group, &id, &server.spec_via(transport, &format!("{name}-lock"), redis::QUERY));
+            match server.connect_via(transport) {
+                Ok(client) => {
+                    let mut cycle = redis::set_nx_del_cycle(client, &format!("{name}-floor"));
+                    group.bench_function("floor: SET NX PX + DEL (2 round trips)", |b| {
+                        b.iter(|| assert!(cycle(), "the floor's key was taken"))
+                    });
+                }
+                Err(e) => eprintln!("WARNING: {id}: floor skipped: cannot reach the server: {e}"),
             }
             group.finish();
         }

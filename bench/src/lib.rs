@@ -4,16 +4,21 @@
 //! with, a pool of contending workers (threads or pre-forked processes), and
 //! the report itself ([`report`], run by `src/bin/contention.rs`).
 //!
-//! Everything iterates over [`lockcore::Scheme::ALL`]: a new strategy is
-//! benchmarked and reported with no change here. Its floor is looked up by
-//! scheme name in [`floor::for_scheme`]; a scheme without one is measured
-//! alone until a floor is added there.
+//! Everything iterates over [`lockcore::Scheme::ALL`]: a new strategy whose
+//! lock is a file is benchmarked and reported with no change here. Its
+//! floor is looked up by scheme name in [`floor::for_scheme`]; a scheme
+//! without one is measured alone until a floor is added there. A scheme
+//! whose target is a URL needs a server, which [`Homes`] starts: `redis`
+//! has one ([`redis`]); another is skipped, and the output says so.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
+use lockcore::{Scheme, TargetKind};
+
 pub mod peer;
 pub mod pool;
+pub mod redis;
 pub mod report;
 pub mod sys;
 
@@ -43,6 +48,78 @@ impl Drop for BenchDir {
         if self.0.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(&format!("-{}", std::process::id())))
         {
             let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Where the locks of one run live: files in a fresh directory, and for a
+/// scheme whose target is a URL, keys on a server the run started.
+pub struct Homes {
+    dir: BenchDir,
+    fs: String,
+    redis: Option<redis::RedisServer>,
+}
+
+impl Homes {
+    /// Homes for `schemes` under `parent`, a server started if one of them
+    /// needs it (its clients to come by `transport`); each scheme that can
+    /// have none here comes back with why.
+    pub fn new(
+        parent: &Path,
+        label: &str,
+        schemes: &[Scheme],
+        transport: redis::Transport,
+    ) -> (Homes, Vec<(Scheme, String)>) {
+        let dir = BenchDir::new(parent, label);
+        let fs = fs_type(parent).unwrap_or_else(|| "unknown".into());
+        let mut skipped = Vec::new();
+        let mut redis = None;
+        for &scheme in schemes.iter().filter(|s| s.target_kind() == TargetKind::Url) {
+            match scheme.name() {
+                "redis" if redis.is_none() => match redis::RedisServer::start(transport) {
+                    Ok(server) => redis = Some(server),
+                    Err(why) => skipped.push((scheme, why)),
+                },
+                "redis" => {}
+                other => skipped.push((scheme, format!("this harness starts no server for {other} locks"))),
+            }
+        }
+        (Homes { dir, fs, redis }, skipped)
+    }
+
+    pub fn dir(&self) -> &BenchDir {
+        &self.dir
+    }
+
+    /// The file system type of the directory (tmpfs, ext4...).
+    pub fn fs(&self) -> &str {
+        &self.fs
+    }
+
+    pub fn redis(&self) -> Option<&redis::RedisServer> {
+        self.redis.as_ref()
+    }
+
+    /// The spec of the lock `name` of `scheme`: a file in the directory, or
+    /// a key on the server ([`redis::QUERY`] with it). Panics for a scheme
+    /// [`Homes::new`] skipped.
+    pub fn spec(&self, scheme: Scheme, name: &str) -> String {
+        match scheme.target_kind() {
+            TargetKind::Path => self.dir.spec(scheme.name(), name),
+            TargetKind::Url => match (scheme.name(), &self.redis) {
+                ("redis", Some(server)) => server.spec(name, redis::QUERY),
+                _ => panic!("no server for {} locks: Homes::new skipped it", scheme.name()),
+            },
+        }
+    }
+
+    /// Where `scheme`'s locks live, for a CSV column: the file system type,
+    /// or the server and its transport (`redis-tcp`).
+    pub fn place(&self, scheme: Scheme) -> String {
+        match (scheme.target_kind(), &self.redis) {
+            (TargetKind::Url, Some(server)) => format!("{}-{}", scheme.name(), server.transport().name()),
+            (TargetKind::Url, None) => scheme.name().to_string(),
+            (TargetKind::Path, _) => self.fs.clone(),
         }
     }
 }

@@ -3,7 +3,9 @@
 //! `strace -c` to count the system calls of one acquire and release.
 //!
 //! ```text
-//! cycles --list                 the schemes of this build, one per line
+//! cycles --list                 the schemes of this build, one per line, each
+//!                               with what its target is: `path` (a file the
+//!                               caller names) or `url` (a server to start first)
 //! cycles SPEC COUNT             COUNT uncontended acquire + release cycles
 //! ```
 //!
@@ -14,14 +16,18 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lockcore::{Lock, Scheme};
+use lockcore::{Lock, Scheme, TargetKind};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [flag] if flag == "--list" => {
             for scheme in Scheme::ALL {
-                println!("{}", scheme.name());
+                let target = match scheme.target_kind() {
+                    TargetKind::Path => "path",
+                    TargetKind::Url => "url",
+                };
+                println!("{} {target}", scheme.name());
             }
             ExitCode::SUCCESS
         }

@@ -6,7 +6,7 @@
 //! cargo run --release -p bench --bin contention -- [--duration 1s] [--rounds 3]
 //!     [--strategies lockfile,mkdir,flock] [--contenders 1,2,4,8,16]
 //!     [--modes threads,processes] [--critical-us 50] [--busy]
-//!     [--dir /tmp] [--out target/contention] [--quick]
+//!     [--dir /tmp] [--redis-transport tcp] [--out target/contention] [--quick]
 //! ```
 //!
 //! Each worker (a thread with its own [`Lock`] handle, or a forked process)
@@ -39,6 +39,14 @@
 //!   inside the critical section, which must never exceed one, and the
 //!   fencing tokens, which must only grow. Any violation fails the run. No
 //!   figure of time is ever judged.
+//!
+//! A scheme whose lock is a file keeps it in a fresh directory under
+//! `--dir`. `redis` keeps it on a `redis-server` that the run starts for
+//! itself (once, with no persistence), reached over loopback TCP unless
+//! `--redis-transport unix` says its unix socket: TCP is what a client on
+//! another host uses, and the table's notes say which it was. Without
+//! `redis-server` the redis cells are skipped with a line that says so,
+//! except under CI (`CI` set), where the run fails: CI installs it.
 
 pub mod hist;
 pub mod output;
@@ -51,6 +59,7 @@ use std::time::Duration;
 use lockcore::{Lock, ReleaseOutcome, Scheme};
 
 use crate::pool::{Mode, MAX_WORKERS};
+use crate::redis::Transport;
 use crate::sys::{self, SharedMap, Zeroable};
 use hist::{Hist, SharedHist};
 
@@ -93,6 +102,8 @@ pub struct Config {
     pub out: PathBuf,
     /// Where the locks live (the file system measured).
     pub dir: PathBuf,
+    /// How the workers reach the redis server, for `redis` cells.
+    pub redis_transport: Transport,
     pub quick: bool,
 }
 
@@ -111,6 +122,7 @@ impl Default for Config {
             outside: Duration::ZERO,
             out: PathBuf::from("target/contention"),
             dir: std::env::temp_dir(),
+            redis_transport: Transport::Tcp,
             quick: false,
         }
     }
@@ -165,6 +177,8 @@ usage: cargo run --release -p bench --bin contention -- [options]
   --busy              spin through the critical section instead of sleeping
   --outside-us N      time each worker stays away between release and its next acquire (0)
   --dir PATH          where the lock files live (the default temp directory)
+  --redis-transport T how the workers reach the run's own redis-server for redis cells: tcp, over
+                      loopback as a client on another host would (the default), or unix, its socket
   --out PATH          where results.csv and the SVG plots go (target/contention)
   --quick             the short CI run; explicit options still win
 
@@ -186,7 +200,7 @@ Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on
                 "-h" | "--help" => return Err(ArgError::Help),
                 "--quick" | "--busy" => given.push((flag, None)),
                 "--duration" | "--budget" | "--outside-us" | "--rounds" | "--strategies" | "--contenders"
-                | "--modes" | "--critical-us" | "--dir" | "--out" => {
+                | "--modes" | "--critical-us" | "--dir" | "--out" | "--redis-transport" => {
                     let value = match inline {
                         Some(v) => v,
                         None => args.next().ok_or_else(|| ArgError::Bad(format!("{flag} needs a value")))?,
@@ -213,6 +227,9 @@ Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on
                 }
                 "--dir" => config.dir = PathBuf::from(&value),
                 "--out" => config.out = PathBuf::from(&value),
+                "--redis-transport" => {
+                    config.redis_transport = Transport::from_name(&value).ok_or_else(|| bad("tcp or unix"))?
+                }
                 "--strategies" => {
                     config.strategies = list(&value)
                         .map(|name| {
@@ -442,6 +459,9 @@ pub struct Cell {
     pub strategy: &'static str,
     pub mode: Mode,
     pub contenders: usize,
+    /// Where its locks lived: the file system type, or the server and its
+    /// transport (`redis-tcp`).
+    pub place: String,
     pub rounds: u32,
     /// Summed over rounds: from release to the last worker's stop.
     pub elapsed_ns: u64,
@@ -473,11 +493,12 @@ pub struct Cell {
 }
 
 impl Cell {
-    fn new(strategy: &'static str, mode: Mode, contenders: usize) -> Cell {
+    fn new(strategy: &'static str, mode: Mode, contenders: usize, place: String) -> Cell {
         Cell {
             strategy,
             mode,
             contenders,
+            place,
             rounds: 0,
             elapsed_ns: 0,
             acquisitions: 0,
@@ -584,6 +605,9 @@ pub struct Report {
     /// The file system the locks lived on, as /proc/self/mounts names it.
     pub fs: String,
     pub cells: Vec<Cell>,
+    /// What the caption does not say: where the locks of a scheme that keeps
+    /// no file lived, and the schemes skipped, with why.
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -592,23 +616,45 @@ impl Report {
     }
 }
 
-/// Runs every cell, `config.rounds` times round-robin; `log` hears progress.
+/// Runs every cell, `config.rounds` times round-robin; `log` hears progress,
+/// and the schemes skipped. The report's config lists only the schemes run.
 pub fn run(config: &Config, log: &mut dyn FnMut(&str)) -> Report {
-    let dir = crate::BenchDir::new(&config.dir, "contention");
-    let fs = crate::fs_type(&config.dir).unwrap_or_else(|| "unknown".into());
+    let (homes, skipped) = crate::Homes::new(&config.dir, "contention", &config.strategies, config.redis_transport);
+    let mut config = config.clone();
+    let mut notes = Vec::new();
+    for (scheme, why) in &skipped {
+        let line = format!("`{}` cells skipped: {why}", scheme.name());
+        log(&line);
+        notes.push(line);
+        config.strategies.retain(|s| s != scheme);
+    }
+    if let Some(server) = homes.redis().filter(|_| config.strategies.iter().any(|s| s.name() == "redis")) {
+        let how = match server.transport() {
+            Transport::Tcp => "as a client on another host reaches its server (`--redis-transport unix`: its socket)",
+            Transport::Unix => "which only clients on its own host can use (`--redis-transport tcp`: over TCP)",
+        };
+        // The server's CPU is a process of its own, which no worker's clock sees.
+        notes.push(format!(
+            "`redis` locks: keys on a server started for this run, {}, {how}; specs `{}`, one NAME per cell \
+             and round; CPU µs / acq is the workers' own, without the server's.",
+            server.describe(),
+            server.spec("NAME", crate::redis::QUERY)
+        ));
+    }
     let mut cells = Vec::new();
     for &scheme in &config.strategies {
         for &mode in &config.modes {
             for &n in &config.contenders {
-                cells.push(Cell::new(scheme.name(), mode, n));
+                cells.push(Cell::new(scheme.name(), mode, n, homes.place(scheme)));
             }
         }
     }
     for round in 0..config.rounds {
         for cell in cells.iter_mut() {
             let name = format!("{}-{}-{}-r{round}", cell.strategy, cell.mode.name(), cell.contenders);
-            let spec = dir.spec(cell.strategy, &name);
-            run_round(config, cell, spec.as_bytes());
+            let scheme = Scheme::from_name(cell.strategy.as_bytes()).expect("a cell's strategy is a scheme");
+            let spec = homes.spec(scheme, &name);
+            run_round(&config, cell, spec.as_bytes());
             log(&format!(
                 "round {}/{} {:>8} {:>9} x{:<3} {:>9.0} acq/s  oracle {}",
                 round + 1,
@@ -621,7 +667,8 @@ pub fn run(config: &Config, log: &mut dyn FnMut(&str)) -> Report {
             ));
         }
     }
-    Report { config: config.clone(), fs, cells }
+    let fs = homes.fs().to_string();
+    Report { config, fs, cells, notes }
 }
 
 fn run_round(config: &Config, cell: &mut Cell, spec: &[u8]) {
@@ -708,6 +755,10 @@ mod tests {
         assert_eq!(c.modes, vec![Mode::Threads]);
         assert!(matches!(Config::parse_args(args("--strategies nosuch")), Err(ArgError::Bad(_))));
         assert!(matches!(Config::parse_args(args("--contenders 0")), Err(ArgError::Bad(_))));
+        assert_eq!(c.redis_transport, Transport::Tcp, "TCP unless asked");
+        let unix = Config::parse_args(args("--redis-transport unix")).unwrap();
+        assert_eq!(unix.redis_transport, Transport::Unix);
+        assert!(matches!(Config::parse_args(args("--redis-transport udp")), Err(ArgError::Bad(_))));
         assert_eq!(Config::parse_args(args("--help")).unwrap_err(), ArgError::Help);
     }
 }

@@ -19,6 +19,8 @@ pub const CSV_COLUMNS: &[&str] = &[
     "critical_hold",
     "hold_mean_us",
     "outside_us",
+    // The file system type, or for a lock kept on a server, its scheme and
+    // transport (`redis-tcp`).
     "fs",
     "acquisitions",
     "acq_per_s",
@@ -84,6 +86,9 @@ impl Report {
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "{}\n", self.caption());
+        for note in &self.notes {
+            let _ = writeln!(s, "{note}\n");
+        }
         let _ = writeln!(
             s,
             "| strategy | mode | n | acq/s | Jain | per worker min–max | wait p50 / p99 / max µs | handoff p50 / p99 µs (count) | re-acquired by releaser | CPU µs / acq | oracle |"
@@ -136,7 +141,7 @@ impl Report {
                 cfg.hold.name().to_string(),
                 csv_num(Some(c.hold_us())),
                 cfg.outside.as_micros().to_string(),
-                self.fs.clone(),
+                c.place.clone(),
                 c.acquisitions.to_string(),
                 csv_num(Some(c.acquisitions_per_second())),
                 csv_num(Some(c.jain())),
