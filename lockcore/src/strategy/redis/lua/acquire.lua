@@ -21,13 +21,14 @@ end
 -- Waiters whose lease ran out (dead, or gone without a word) leave the
 -- line; a few at a time, so that no script runs long over a queue that
 -- someone filled with dead entries.
+local head = redis.call('LINDEX', queue, 0)
 for _ = 1, 1000 do
-  local head = redis.call('LINDEX', queue, 0)
   if not head then break end
   local until_ms = redis.call('ZSCORE', alive, head)
   if until_ms and tonumber(until_ms) > now_ms then break end
   redis.call('LPOP', queue)
   redis.call('ZREM', alive, head)
+  head = redis.call('LINDEX', queue, 0)
 end
 
 local current = redis.call('GET', lock)
@@ -39,7 +40,6 @@ if current and stale ~= '' and current == stale then
   current = false
 end
 
-local head = redis.call('LINDEX', queue, 0)
 local fair = how == 'fair' or how == 'try-fair'
 if not current and (not fair or not head or head == me) then
   local last = last_fence(fence_key)
@@ -53,10 +53,12 @@ if not current and (not fair or not head or head == me) then
   else
     redis.call('SET', lock, before .. fence .. after)
   end
+  -- A waiter that had a place gives it up; one that had none has no
+  -- wake list either (or one that runs out with its lease).
   if redis.call('ZREM', alive, me) == 1 then
     redis.call('LREM', queue, 1, me)
+    redis.call('DEL', own_wake)
   end
-  redis.call('DEL', own_wake)
   return {'taken', fence}
 end
 
