@@ -369,6 +369,25 @@ pub enum ServerProblem {
     Protocol,
 }
 
+impl ServerProblem {
+    /// Whether the trouble may pass by itself in a moment (a server
+    /// restarting, loading its data, failing over, out of memory for a
+    /// while): a wait goes on through it. The others (a refused login, a
+    /// foreign key, an unknown host) stay until someone changes something.
+    pub fn may_pass(self) -> bool {
+        matches!(
+            self,
+            ServerProblem::Unreachable
+                | ServerProblem::NoAnswer
+                | ServerProblem::Disconnected
+                | ServerProblem::NotReady
+                | ServerProblem::ReadOnly
+                | ServerProblem::NoWrites
+                | ServerProblem::NotReplicated
+        )
+    }
+}
+
 /// Longest part of a server's own error text an error keeps.
 pub const SERVER_TEXT_CAPACITY: usize = 96;
 

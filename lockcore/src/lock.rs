@@ -615,10 +615,19 @@ impl Lock {
         self.pass_turn();
     }
 
-    /// Reads the lock's state without taking it.
+    /// Reads the lock's state without taking it, within [`CHANGE_PATIENCE`].
     pub fn inspect(&mut self) -> Result<Inspection, Error> {
+        self.inspect_within(CHANGE_PATIENCE)
+    }
+
+    /// [`inspect`](Self::inspect) within `patience`: a look that must not
+    /// outlast its caller's own deadline (a wait's report, a wait with a
+    /// budget). A guard held, or a server silent, for that long answers
+    /// busy or no answer.
+    pub fn inspect_within(&mut self, patience: Duration) -> Result<Inspection, Error> {
         self.refresh_identity()?;
-        let mut inspection = self.run(Lock::change_deadline(), |strategy, cx| strategy.core().inspect(cx))?;
+        let deadline = MonoTime::now().saturating_add(patience);
+        let mut inspection = self.run(deadline, |strategy, cx| strategy.core().inspect(cx))?;
         if let (Some(holder), Some(held)) = (inspection.holder.as_mut(), self.held.as_ref()) {
             holder.this_handle = holder.record.is_some_and(|rec| rec.nonce == held.nonce);
         }

@@ -116,6 +116,20 @@ fn keys_another_program_wrote_are_refused_and_left_alone() {
     redis.command(&["HSET", "lockcore:{theirs}:lock", "field", "value"]);
     assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
     assert_eq!(redis.command(&["HGET", "lockcore:{theirs}:lock", "field"]), "value");
+    // A key of another type among the lock's: nothing is written, not even
+    // before the script finds it (Redis would not undo it).
+    redis.command(&["DEL", "lockcore:{theirs}:lock", "lockcore:{theirs}:fence"]);
+    redis.command(&["SET", "lockcore:{theirs}:alive", "not a sorted set"]);
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
+    assert_eq!(redis.command(&["EXISTS", "lockcore:{theirs}:lock", "lockcore:{theirs}:fence"]), "0");
+    redis.command(&["DEL", "lockcore:{theirs}:alive"]);
+    lock.try_acquire().unwrap();
+    redis.command(&["SET", "lockcore:{theirs}:queue", "not a list"]);
+    assert_eq!(server_problem(lock.release(Duration::ZERO)), ServerProblem::ForeignKeys);
+    assert!(lock.held().is_some(), "nothing was released");
+    assert_eq!(redis.command(&["EXISTS", "lockcore:{theirs}:lock"]), "1", "the lock is still there");
+    redis.command(&["DEL", "lockcore:{theirs}:queue"]);
+    lock.release(Duration::ZERO).unwrap();
     // A fence key no acquisition wrote: not a number, or one so large that
     // the next could not be told from it.
     redis.command(&["DEL", "lockcore:{theirs}:lock"]);
@@ -497,4 +511,23 @@ fn a_wait_of_no_time_is_one_attempt() {
     assert!(matches!(busy, Err(Error::Timeout(Contention::Held(_)))), "{busy:?}");
     first.release(Duration::ZERO).unwrap();
     second.acquire(Some(Duration::ZERO)).expect("taken once released");
+}
+
+#[test]
+fn a_wait_goes_on_through_a_dropped_connection_and_a_server_that_pauses() {
+    let Some(redis) = server(&["--enable-debug-command", "yes"]) else { return };
+    let spec = redis.spec("hiccup", "ttl=1h");
+    let mut holder = open_lock(&spec);
+    holder.try_acquire().unwrap();
+    let waiter = {
+        let spec = spec.clone();
+        std::thread::spawn(move || open_lock(&spec).acquire(Some(PATIENCE)).map(|_| ()))
+    };
+    wait_until("the waiter to queue", || holder.inspect().unwrap().queue_length == Some(2));
+    // Every connection dropped, then the server deaf for longer than a
+    // slice of the wait.
+    redis.command(&["CLIENT", "KILL", "TYPE", "normal"]);
+    redis.command(&["DEBUG", "SLEEP", "0.6"]);
+    holder.release(Duration::ZERO).expect("the holder reconnects to let go");
+    assert_eq!(waiter.join().unwrap(), Ok(()), "the waiter waited on");
 }

@@ -85,9 +85,24 @@ impl Failure {
     }
 }
 
+/// The spec as lockctl shows it: as given, but with the password of a
+/// network target (`redis://user:PASSWORD@host/...`) shown as `***`, so
+/// that no message, report or terminal line carries it.
+pub fn shown_spec(spec: &OsStr) -> String {
+    let text = spec.to_string_lossy().into_owned();
+    let Some((scheme, target)) = text.split_once(':') else { return text };
+    let is_url = lockcore::Scheme::from_name(scheme.as_bytes())
+        .is_some_and(|scheme| scheme.target_kind() == lockcore::TargetKind::Url);
+    let Some(rest) = target.strip_prefix("//").filter(|_| is_url) else { return text };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let Some((user_info, _)) = authority.rsplit_once('@') else { return text };
+    let Some((user, _password)) = user_info.split_once(':') else { return text };
+    format!("{scheme}://{user}:***{}", &rest[user_info.len()..])
+}
+
 /// The message for a failed `operation` on the lock `spec` names.
 pub fn lock_message(operation: &str, spec: &OsStr, lock: Option<&Lock>, error: &Error) -> String {
-    let spec = spec.to_string_lossy();
+    let spec = shown_spec(spec);
     match lock {
         Some(lock) => {
             let owner = match error {

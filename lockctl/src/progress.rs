@@ -20,6 +20,9 @@ const TERMINAL_EVERY: Duration = Duration::from_secs(1);
 /// Elsewhere: the first line after a second of waiting, then one every five.
 const LOG_FIRST: Duration = Duration::from_secs(1);
 const LOG_EVERY: Duration = Duration::from_secs(5);
+/// The longest look a report line takes: the wait it reports on joins
+/// this thread when it ends, and must not wait for a slow look.
+const REPORT_PATIENCE: Duration = Duration::from_millis(100);
 
 /// The reporting thread; dropping it ends the report (and wipes the line).
 pub struct Progress {
@@ -70,8 +73,10 @@ fn report_until_stopped(stop: &(Mutex<bool>, Condvar), spec: Spec, label: &str) 
             continue;
         }
         drop(done);
-        // An inspection that fails (a guard held a moment) skips a line.
-        if let Ok(inspection) = lock.inspect() {
+        // An inspection that fails (a guard held a moment, a server slow)
+        // skips a line; a short one never keeps the wait, which joins this
+        // thread at its end, past its deadline.
+        if let Ok(inspection) = lock.inspect_within(REPORT_PATIENCE) {
             let waited = span(start.elapsed());
             // The spec comes last: a terminal's line is cut at its width.
             line.show(&format!("waiting {waited}; {}; lock {label}", obstacle(&inspection, WallTime::now())));

@@ -114,7 +114,7 @@ impl Options {
     }
 
     fn label(&self) -> String {
-        self.spec.to_string_lossy().into_owned()
+        exit::shown_spec(&self.spec)
     }
 
     fn command(&self, acquired: &Acquired) -> Command {

@@ -29,7 +29,7 @@ pub fn status(args: Vec<OsString>) -> Result<u8, Failure> {
     let inspection = lock.inspect().map_err(|e| Failure::lock("inspect", &spec, Some(&lock), &e))?;
     let now = WallTime::now();
     let path = lock.path().ok().map(|path| String::from_utf8_lossy(path.as_bytes()).into_owned());
-    let spec_text = spec.to_string_lossy();
+    let spec_text = exit::shown_spec(&spec);
     let state = State::of(&inspection, now);
     if json {
         let json = as_json(&spec_text, lock.spec().scheme.name(), path.as_deref(), &inspection, now);
@@ -129,7 +129,7 @@ pub fn break_lock(args: Vec<OsString>) -> Result<u8, Failure> {
     let before = lock.inspect().ok();
     let broken = lock.break_lock().map_err(|e| Failure::lock("break", &spec, Some(&lock), &e))?;
     if !quiet {
-        let spec = spec.to_string_lossy();
+        let spec = exit::shown_spec(&spec);
         let spec = exit::visible(&spec);
         let said = match (broken, before) {
             (true, Some(before)) => format!("broke '{spec}', {}\n", report::obstacle(&before, WallTime::now())),
@@ -144,6 +144,10 @@ pub fn break_lock(args: Vec<OsString>) -> Result<u8, Failure> {
 /// How often `wait` looks at the lock when no event has said it changed:
 /// a holder that dies, and a `flock(1)` user that lets go, change no file.
 pub const WAIT_POLL: Duration = Duration::from_millis(200);
+
+/// The least time a look of `wait` is given, even at the end of its
+/// budget: the lock's guard or server a moment.
+const MIN_LOOK: Duration = Duration::from_millis(20);
 
 /// `lockctl wait SPEC [-w SECONDS] [-E CODE] [-q]`: returns once the lock
 /// is available, without taking it (a take and release would draw a fence
@@ -162,16 +166,21 @@ pub fn wait(args: Vec<OsString>) -> Result<u8, Failure> {
     let signals = Signals::take()?;
     let (parsed, mut lock) = crate::open(&spec, None)?;
     let mut wake = crate::watch(&lock);
-    let _progress = (!quiet).then(|| Progress::start(parsed, spec.to_string_lossy().into_owned()));
+    let _progress = (!quiet).then(|| Progress::start(parsed, exit::shown_spec(&spec)));
     // A budget past what the clock can count is no deadline at all.
     let deadline = budget.and_then(|budget| Instant::now().checked_add(budget));
+    let mut trouble = None;
     loop {
         if let Some(signal) = signals.received() {
             return Ok(exit::SIGNALLED.wrapping_add(signal as u8));
         }
         wake.arm().map_err(|e| Failure::lock("watch", &spec, Some(&lock), &e))?;
         let mut next = WAIT_POLL;
-        match lock.inspect() {
+        // Never a look that outlasts the budget.
+        let patience = deadline.map_or(lockcore::CHANGE_PATIENCE, |deadline| {
+            deadline.saturating_duration_since(Instant::now()).clamp(MIN_LOOK, lockcore::CHANGE_PATIENCE)
+        });
+        match lock.inspect_within(patience) {
             Ok(inspection) => {
                 let now = WallTime::now();
                 if State::of(&inspection, now).available() {
@@ -188,13 +197,16 @@ pub fn wait(args: Vec<OsString>) -> Result<u8, Failure> {
                 }
             }
             // Its guard was held for a while: someone is changing it.
-            Err(Error::Busy(_)) => {}
+            Err(Error::Busy(_)) => trouble = None,
+            // A server restarting or failing over: the wait goes on.
+            Err(Error::Server(e)) if e.problem.may_pass() => trouble = Some(e),
             Err(e) => return Err(Failure::lock("inspect", &spec, Some(&lock), &e)),
         }
         if let Some(deadline) = deadline {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(timed_out(conflict, quiet, &spec, "its guard stayed held"));
+                let obstacle = trouble.map_or_else(|| "its guard stayed held".to_string(), |e| e.to_string());
+                return Err(timed_out(conflict, quiet, &spec, &obstacle));
             }
             next = next.min(left);
         }
@@ -206,7 +218,7 @@ fn timed_out(code: u8, quiet: bool, spec: &OsStr, obstacle: &str) -> Failure {
     if quiet {
         return Failure::silent(code);
     }
-    Failure::new(code, format!("gave up waiting for '{}': {obstacle}", spec.to_string_lossy()))
+    Failure::new(code, format!("gave up waiting for '{}': {obstacle}", exit::shown_spec(spec)))
 }
 
 /// Reads `SPEC` and the options of a subcommand that takes one spec;

@@ -209,3 +209,28 @@ fn status_text_and_messages_show_control_characters_of_a_path_escaped() {
         assert!(!out.stderr.contains(['\u{1b}', '\u{7}']), "{out:?}");
     });
 }
+
+#[test]
+fn a_servers_password_never_shows() {
+    if !testkit::redis_available() {
+        println!("skipped: redis-server is not installed");
+        return;
+    }
+    let server = testkit::Redis::start(&["--requirepass", "s3cret-pw"]);
+    let socket = testkit::percent_encode(server.socket().to_str().unwrap());
+    for password in ["s3cret-pw", "wrong-pw"] {
+        let spec = format!("redis://:{password}@{socket}/shown?ttl=1h");
+        let outputs = [
+            lockctl_run(&["status", &spec]),
+            lockctl_run(&["status", "--json", &spec]),
+            lockctl_run(&["run", "-n", &spec, "true"]),
+            lockctl_run(&["break", &spec]),
+        ];
+        for out in outputs {
+            let shown = format!("{}{}", out.stdout, out.stderr);
+            assert!(!shown.contains(password), "{password} shown: {out:?}");
+            // A run that succeeded says nothing; every other names the spec.
+            assert!(shown.is_empty() || shown.contains("redis://:***@"), "the spec, its password hidden: {out:?}");
+        }
+    }
+}

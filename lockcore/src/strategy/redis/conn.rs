@@ -113,11 +113,14 @@ impl Connection {
 
     /// `deadline` on the server's clock, in Unix ms, for a script to refuse
     /// a request that reaches it too late (held up in a stopped server's
-    /// buffers) to be the caller's any more. Errs late by at most the round
-    /// trip it was measured with; `None` before the first connection.
-    pub fn server_deadline_ms(&self, deadline: MonoTime) -> Option<i64> {
-        let local_ms = i64::try_from(deadline.since(MonoTime::EPOCH).as_millis()).ok()?;
-        self.server_clock_offset_ms.map(|offset| local_ms.saturating_add(offset))
+    /// buffers) to be the caller's any more; connects first, to compare
+    /// the clocks. Errs late by at most the round trip it was measured
+    /// with.
+    pub fn server_deadline_ms(&mut self, deadline: MonoTime) -> Result<u64, Error> {
+        self.ready(deadline)?;
+        let local_ms = i64::try_from(deadline.since(MonoTime::EPOCH).as_millis()).unwrap_or(i64::MAX);
+        let offset = self.server_clock_offset_ms.unwrap_or(0);
+        Ok(u64::try_from(local_ms.saturating_add(offset)).unwrap_or(0))
     }
 
     /// Forgets the connection and what was measured on it: the next
@@ -153,6 +156,20 @@ impl Connection {
     /// [`exchange`](Self::exchange) with the node connected to now; after
     /// an `ASK`, prefixed with `ASKING`.
     fn exchange_here(&mut self, args: &[&[u8]], asking: bool, deadline: MonoTime) -> Result<(), Error> {
+        self.ready(deadline)?;
+        let mut outcome = Ok(());
+        if asking {
+            outcome = self.send(&[b"ASKING"], deadline).and_then(|()| self.receive(deadline));
+        }
+        outcome = outcome.and_then(|()| self.send(args, deadline)).and_then(|()| self.receive(deadline));
+        if outcome.is_err() {
+            self.socket = None;
+        }
+        outcome
+    }
+
+    /// A connection fit to carry a question: the one kept, or a new one.
+    fn ready(&mut self, deadline: MonoTime) -> Result<(), Error> {
         if self.socket.is_some() && self.opened_by != sys::getpid() {
             // The parent's: forgotten here, still open there.
             self.socket = None;
@@ -166,15 +183,7 @@ impl Connection {
         if self.socket.is_none() {
             self.connect(deadline)?;
         }
-        let mut outcome = Ok(());
-        if asking {
-            outcome = self.send(&[b"ASKING"], deadline).and_then(|()| self.receive(deadline));
-        }
-        outcome = outcome.and_then(|()| self.send(args, deadline)).and_then(|()| self.receive(deadline));
-        if outcome.is_err() {
-            self.socket = None;
-        }
-        outcome
+        Ok(())
     }
 
     /// The answer of the last [`exchange`](Self::exchange) that succeeded.

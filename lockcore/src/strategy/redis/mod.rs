@@ -30,8 +30,10 @@
 //! the server's.
 //!
 //! A fence is one more than the last, and never below the server's clock
-//! or the caller's in microseconds: a server restarted without its data,
-//! or flushed, still hands out tokens above every earlier one.
+//! in microseconds: a server restarted without its data, or flushed, still
+//! hands out tokens above every earlier one. (The callers' clocks are left
+//! out: one host whose clock ran ahead would otherwise push every later
+//! token out of reach of the others once the server lost its data.)
 
 mod conn;
 pub(crate) mod resp;
@@ -82,6 +84,10 @@ const CLEAN_UP_PATIENCE: Duration = Duration::from_millis(50);
 /// The time given, past the caller's deadline, to take back an acquisition
 /// whose answer never came: on a new connection, a few round trips.
 const WITHDRAW_PATIENCE: Duration = Duration::from_millis(250);
+
+/// How long a wait pauses after a server's trouble that may pass, before
+/// it asks again.
+const TROUBLE_PAUSE: Duration = Duration::from_millis(50);
 
 /// How late a server may end a blocking command's timeout (`BLPOP`,
 /// `WAIT`): Redis checks them on its timer, `hz` times a second (10 by
@@ -135,6 +141,9 @@ pub struct Redis {
     waiting_as: Option<WaiterId>,
     /// What the last attempt of this acquire found in the way.
     last_contention: Contention,
+    /// The server's trouble that the wait is going on through, if its last
+    /// attempt met one.
+    trouble: Option<ServerError>,
 }
 
 #[derive(Debug)]
@@ -260,6 +269,7 @@ impl Strategy for Redis {
             replicas: spec.options.replicas,
             waiting_as: None,
             last_contention: Contention::Raced,
+            trouble: None,
         })
     }
 
@@ -313,11 +323,15 @@ impl Strategy for Redis {
 impl TimedAcquire for Redis {
     fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let manner = if self.fair { Manner::Fair } else { Manner::Barge };
+        let began = MonoTime::now();
         // Late in a wait, the handle may call with too little time left for
         // a round trip: that is no failure of the server's, and the lock
         // stays as the last attempt found it.
         if self.waiting_as.is_some() && cx.deadline.remaining_from(MonoTime::now()) < ATTEMPT_RESERVE {
-            return Err(Error::Busy(self.last_contention));
+            return Err(match self.trouble {
+                Some(trouble) if last_slice(cx, began) => Error::Server(trouble),
+                _ => Error::Busy(self.last_contention),
+            });
         }
         let first = self.waiting_as.is_none();
         let floored = with_round_trip_floor(cx);
@@ -326,7 +340,12 @@ impl TimedAcquire for Redis {
         let wake = self.keys.wake_of(&id);
         let mut stale: Option<Record> = None;
         loop {
-            let (contention, expires_in) = match self.attempt(cx, nonce, ttl, manner, &id, stale.take().as_ref())? {
+            let attempted = self.attempt(cx, nonce, ttl, manner, &id, stale.take().as_ref());
+            let attempted = match attempted {
+                Err(Error::Server(e)) if e.problem.may_pass() => return Err(self.ride_out(cx, began, e)),
+                other => other?,
+            };
+            let (contention, expires_in) = match attempted {
                 Attempt::Taken(record) => {
                     self.waiting_as = None;
                     return Ok(record);
@@ -338,6 +357,7 @@ impl TimedAcquire for Redis {
                 Attempt::Busy { contention, expires_in, .. } => (contention, expires_in),
             };
             self.last_contention = contention;
+            self.trouble = None;
             let left = cx.deadline.remaining_from(MonoTime::now()).saturating_sub(SERVER_TIMER_SLACK);
             // The holder's expiry wakes nobody: come back when it is due.
             let nap = left.min(WAIT_SLICE).min(expires_in.map_or(Duration::MAX, |d| d + Duration::from_millis(1)));
@@ -358,12 +378,30 @@ impl TimedAcquire for Redis {
                 // server's: the wait ends here, and the next attempt
                 // starts on a fresh connection.
                 Err(Error::Server(e)) if e.problem == ServerProblem::NoAnswer => return Err(Error::Busy(contention)),
+                Err(Error::Server(e)) if e.problem.may_pass() => return Err(self.ride_out(cx, began, e)),
                 Err(e) => return Err(e),
             }
             if cx.deadline.remaining_from(MonoTime::now()) < ATTEMPT_RESERVE {
                 return Err(Error::Busy(contention));
             }
         }
+    }
+}
+
+impl Redis {
+    /// What a wait does about `trouble` that may pass (a restart, a
+    /// failover, a server stopped for a moment): it goes on, after a pause
+    /// that keeps a server that is down from being asked in a tight loop,
+    /// until its last slice, which answers with the trouble itself rather
+    /// than with what the lock looked like before it.
+    fn ride_out(&mut self, cx: &Context<'_>, began: MonoTime, trouble: ServerError) -> Error {
+        self.trouble = Some(trouble);
+        if last_slice(cx, began) {
+            return Error::Server(trouble);
+        }
+        let left = cx.deadline.remaining_from(MonoTime::now());
+        crate::sys::sleep(left.saturating_sub(ATTEMPT_RESERVE).min(TROUBLE_PAUSE));
+        Error::Busy(self.last_contention)
     }
 }
 
@@ -401,6 +439,7 @@ impl Cooldown for Redis {
             }
             Reply::Bulk(Some(b"expired")) => Ok(ReleaseOutcome::Expired),
             Reply::Bulk(Some(b"lost")) => Ok(ReleaseOutcome::Lost),
+            Reply::Bulk(Some(b"foreign")) => Err(foreign()),
             _ => Err(protocol()),
         }
     }
@@ -414,7 +453,9 @@ impl Prolong for Redis {
         let renewed = renewed_record.encode_line();
         let ttl_ms = millis(ttl.unwrap_or(Duration::ZERO));
         let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes()];
-        let args = [identity.as_bytes(), fence.as_bytes(), renewed.as_bytes(), ttl_ms.as_bytes()];
+        let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline)?);
+        let args =
+            [identity.as_bytes(), fence.as_bytes(), renewed.as_bytes(), ttl_ms.as_bytes(), given_up_at.as_bytes()];
         self.connection.eval(&PROLONG, &keys, &args, cx.deadline)?;
         let outcome = match self.connection.reply() {
             Reply::Array(Some(mut items)) => {
@@ -423,6 +464,8 @@ impl Prolong for Redis {
             }
             Reply::Bulk(Some(b"expired")) => ProlongOutcome::Expired,
             Reply::Bulk(Some(b"lost")) => return Ok(ProlongOutcome::Lost),
+            Reply::Bulk(Some(b"late")) => return Err(self.answered_late()),
+            Reply::Bulk(Some(b"foreign")) => return Err(foreign()),
             _ => return Err(protocol()),
         };
         *held = renewed_record;
@@ -433,12 +476,14 @@ impl Prolong for Redis {
 impl Break for Redis {
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
         let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.fence.as_bytes()];
-        let (lease, floor) = (millis(WAITER_LEASE), clock_floor(cx.now()));
-        let args = [self.keys.wake_prefix.as_bytes(), lease.as_bytes(), floor.as_bytes()];
+        let lease = millis(WAITER_LEASE);
+        let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline)?);
+        let args = [self.keys.wake_prefix.as_bytes(), lease.as_bytes(), given_up_at.as_bytes()];
         self.connection.eval(&BREAK, &keys, &args, cx.deadline)?;
         match self.connection.reply() {
             Reply::Integer(removed) => Ok(removed == 1),
-            Reply::Bulk(Some(b"foreign")) => Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+            Reply::Bulk(Some(b"late")) => Err(self.answered_late()),
+            Reply::Bulk(Some(b"foreign")) => Err(foreign()),
             Reply::Bulk(Some(b"fence")) => Err(fence_refused(&self.keys)),
             _ => Err(protocol()),
         }
@@ -471,16 +516,14 @@ impl Redis {
             wake.as_bytes(),
         ];
         let (ttl_ms, lease) = (millis(ttl.unwrap_or(Duration::ZERO)), millis(WAITER_LEASE));
-        let floor = clock_floor(sent);
         let stale_line = stale.map(Record::encode_line);
-        let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline).map_or(0, |ms| ms.max(0) as u64));
+        let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline)?);
         let args = [
             before.as_bytes(),
             after.as_bytes(),
             ttl_ms.as_bytes(),
             id.as_bytes(),
             manner.word(),
-            floor.as_bytes(),
             lease.as_bytes(),
             stale_line.as_ref().map_or(&b""[..], |line| line.as_bytes()),
             self.keys.wake_prefix.as_bytes(),
@@ -527,15 +570,22 @@ impl Redis {
                 Ok(Attempt::Busy { contention, expires_in, dead_holder })
             }
             b"late" => {
-                // Answered in time after all: the two clocks have moved
-                // apart since they were compared, and are compared anew.
-                self.connection.reset();
+                let _ = self.answered_late();
                 Ok(Attempt::Busy { contention: self.last_contention, expires_in: None, dead_holder: None })
             }
-            b"foreign" => Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+            b"foreign" => Err(foreign()),
             b"fence" => Err(fence_refused(&self.keys)),
             _ => Err(protocol()),
         }
+    }
+
+    /// The server refused a request as come after its deadline, yet its
+    /// answer came in time: the two clocks have moved apart since they
+    /// were compared, and are compared anew on a new connection. Nothing
+    /// was done: as if the answer had not come.
+    fn answered_late(&mut self) -> Error {
+        self.connection.reset();
+        Error::Server(ServerError::said(ServerProblem::NoAnswer, b"the server took the request for one come too late"))
     }
 
     /// Takes back, on a new connection, an acquisition whose answer did not
@@ -599,7 +649,7 @@ impl Redis {
     ) -> Result<Holder, Error> {
         let record = match Record::parse_line(value) {
             Some(Ok(record)) => record,
-            _ => return Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+            _ => return Err(foreign()),
         };
         let judged = judge_record(cx, &record, now);
         Ok(Holder {
@@ -608,6 +658,14 @@ impl Redis {
             ..judged
         })
     }
+}
+
+/// Whether a call that began at `began` is the last of its wait: its
+/// caller, which goes on trying for `cx.waits_for` from then, has no time
+/// left for another attempt.
+fn last_slice(cx: &Context<'_>, began: MonoTime) -> bool {
+    let now = MonoTime::now();
+    cx.waits_for.is_some_and(|waits| began.saturating_add(waits).remaining_from(now) < ATTEMPT_RESERVE)
 }
 
 /// `cx` with at least [`ROUND_TRIP_FLOOR`] left before its deadline.
@@ -634,14 +692,8 @@ fn kept_record(items: &mut resp::Items<'_>) -> Result<Record, Error> {
     let _outcome = items.next();
     match Record::parse_line(text_of(items.next())?) {
         Some(Ok(record)) => Ok(record),
-        _ => Err(Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))),
+        _ => Err(foreign()),
     }
-}
-
-/// The least fence an acquisition at `now` may have, by the caller's clock
-/// ([`crate::fence::next`]), in decimal.
-fn clock_floor(now: Moment) -> FixedText<24> {
-    decimal(crate::fence::next(0, now.wall).unwrap_or(0))
 }
 
 /// The refusal of a fence key that holds what no acquisition wrote: it is
@@ -680,6 +732,10 @@ fn array_of(reply: Reply<'_>, min: usize) -> Result<resp::Items<'_>, Error> {
 /// The text of a bulk string item.
 fn text_of<'a>(item: Option<Reply<'a>>) -> Result<&'a [u8], Error> {
     item.and_then(|reply| reply.text()).ok_or_else(protocol)
+}
+
+fn foreign() -> Error {
+    Error::Server(ServerError::new(ServerProblem::ForeignKeys, None))
 }
 
 fn protocol() -> Error {

@@ -2,6 +2,9 @@
 -- KEYS: lock, queue, alive, the waiter's wake list. ARGV: its id, the wake
 -- lists' prefix, a waiter's lease in ms.
 local lock, queue, alive, own_wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if not types_fit({[lock] = 'string', [queue] = 'list', [alive] = 'zset'}) then
+  return 'foreign'
+end
 redis.call('LREM', queue, 0, ARGV[1])
 redis.call('ZREM', alive, ARGV[1])
 redis.call('DEL', own_wake)

@@ -1,21 +1,23 @@
 -- One attempt at the lock.
 -- KEYS: lock, fence, queue, alive (waiter -> lease end, ms), own wake list.
 -- ARGV: record before its fence, record after it, ttl ms (0: none), this
--- waiter's id, how to wait (fair | barge | try-fair | try), the caller's
--- clock in microseconds, a waiter's lease in ms, a stale record to break
--- (or ''), the wake lists' prefix, and the time (server ms, 0: none) after
--- which the caller no longer waits for this answer.
+-- waiter's id, how to wait (fair | barge | try-fair | try), a waiter's
+-- lease in ms, a stale record to break (or ''), the wake lists' prefix,
+-- and the time (server ms, 0: none) after which the caller no longer waits
+-- for this answer.
 -- Returns {'taken', fence} or {'busy', holder record or '', pttl, waiters ahead}
 -- or {'late'} for a request that came after its caller gave up (held up in
 -- a stopped server), or {'foreign'} / {'fence'} for keys that hold what no
 -- acquisition wrote.
 local lock, fence_key, queue, alive, own_wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local before, after, ttl, me, how = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local client_us, lease, stale, wake_prefix = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], ARGV[9]
+local lease, stale, wake_prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local now_ms, now_us = server_time()
-local given_up_at = tonumber(ARGV[10])
-if given_up_at > 0 and now_ms > given_up_at then
+if too_late(tonumber(ARGV[9]), now_ms) then
   return {'late'}
+end
+if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset'}) then
+  return {'foreign'}
 end
 
 -- Waiters whose lease ran out (dead, or gone without a word) leave the
@@ -46,7 +48,7 @@ if not current and (not fair or not head or head == me) then
   if not last then
     return {'fence'}
   end
-  local fence = string.format('%.0f', math.max(last + 1, now_us, client_us))
+  local fence = next_fence(last, now_us)
   redis.call('SET', fence_key, fence)
   if ttl > 0 then
     redis.call('SET', lock, before .. fence .. after, 'PX', ttl)

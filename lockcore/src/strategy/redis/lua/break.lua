@@ -2,10 +2,19 @@
 -- moves on, so that the holder's release or renewal says it lost the lock
 -- rather than that it merely expired.
 -- KEYS: lock, queue, fence. ARGV: the wake lists' prefix, a waiter's lease
--- in ms, the caller's clock in microseconds.
--- Returns 1 if a lock was removed, 0 if it was free, 'foreign' if the key
--- holds something this library never writes (left alone).
+-- in ms, and the time (server ms, 0: none) after which the caller no longer
+-- waits for this answer: a break held up in a stopped server must not take
+-- the lock from whoever holds it when the server resumes.
+-- Returns 1 if a lock was removed, 0 if it was free, 'late', or 'foreign'
+-- if a key holds something this library never writes (left alone).
 local lock, queue, fence_key = KEYS[1], KEYS[2], KEYS[3]
+local now_ms, now_us = server_time()
+if too_late(tonumber(ARGV[3]), now_ms) then
+  return 'late'
+end
+if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list'}) then
+  return 'foreign'
+end
 local current = redis.call('GET', lock)
 if not current then
   return 0
@@ -17,8 +26,7 @@ local last = last_fence(fence_key)
 if not last then
   return 'fence'
 end
-local _, now_us = server_time()
-redis.call('SET', fence_key, string.format('%.0f', math.max(last + 1, now_us, tonumber(ARGV[3]))))
+redis.call('SET', fence_key, next_fence(last, now_us))
 redis.call('DEL', lock)
 wake_head(queue, ARGV[1], tonumber(ARGV[2]))
 return 1

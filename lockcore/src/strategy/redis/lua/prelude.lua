@@ -19,17 +19,49 @@ local function server_time()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
+-- Whether every key of `expected` (key -> type) is absent or of the type
+-- this library gives it. Checked before a script's first write: Redis does
+-- not undo what a script wrote before it failed.
+local function types_fit(expected)
+  for key, kind in pairs(expected) do
+    local found = redis.call('TYPE', key)['ok']
+    if found ~= 'none' and found ~= kind then
+      return false
+    end
+  end
+  return true
+end
+
+-- Whether a request that carries `given_up_at` (server ms, 0: none) came
+-- after its caller stopped waiting for the answer: held up in a stopped
+-- server's buffers, it must not act for a caller that has moved on.
+local function too_late(given_up_at, now_ms)
+  return given_up_at > 0 and now_ms > given_up_at
+end
+
 -- Wakes the first waiter in line: one element in its wake list, where its
--- blocking pop finds it, or finds it at once when it comes back to wait.
+-- blocking pop finds it, or finds it at once when it comes back to wait. A
+-- wake list that is no list (planted) is left alone; its waiter comes back
+-- at the end of its slice all the same.
 local function wake_head(queue, wake_prefix, lease_ms)
   local head = redis.call('LINDEX', queue, 0)
   if head then
     local wake = wake_prefix .. head
-    if redis.call('LLEN', wake) == 0 then
-      redis.call('RPUSH', wake, '1')
+    local waiting = redis.pcall('LLEN', wake)
+    if waiting == 0 then
+      redis.pcall('RPUSH', wake, '1')
     end
-    redis.call('PEXPIRE', wake, lease_ms)
+    if type(waiting) == 'number' then
+      redis.pcall('PEXPIRE', wake, lease_ms)
+    end
   end
+end
+
+-- The next fencing token after `last`: one more, and never below the
+-- server's clock in microseconds, so that a server that lost its data (a
+-- restart without persistence, a flush) still hands out greater ones.
+local function next_fence(last, now_us)
+  return string.format('%.0f', math.max(last + 1, now_us))
 end
 
 -- The last fencing token handed out, as a number; nil when the key holds

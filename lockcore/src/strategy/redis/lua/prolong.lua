@@ -1,11 +1,20 @@
 -- Moves the expiry of a held lock.
 -- KEYS: lock, fence. ARGV: the start of the holder's record up to its
 -- fence, its fence, the record with its new expiry, the new ttl in ms
--- (0: none).
+-- (0: none), and the time (server ms, 0: none) after which the caller no
+-- longer waits for this answer.
 -- Returns {'prolonged', the record as it was}, 'expired' (the key had
--- expired and nobody took the lock: it is held again) or 'lost'.
+-- expired and nobody took the lock: it is held again), 'lost', 'late' (it
+-- came after its caller gave up: a lock that ran out meanwhile is not
+-- brought back) or 'foreign'.
 local lock, fence_key = KEYS[1], KEYS[2]
 local identity, fence, renewed, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+if too_late(tonumber(ARGV[5]), server_time()) then
+  return 'late'
+end
+if not types_fit({[lock] = 'string', [fence_key] = 'string'}) then
+  return 'foreign'
+end
 local current = redis.call('GET', lock)
 local outcome = {'prolonged', current}
 if not current or string.sub(current, 1, #identity) ~= identity then

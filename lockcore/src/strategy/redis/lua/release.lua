@@ -6,9 +6,13 @@
 -- Returns {'released', the record as it was} (still ours: the record's
 -- expiry, perhaps moved by a watchdog, tells whether the holder overran
 -- its own lease), 'expired' (its key had expired and nobody took the lock
--- since) or 'lost' (someone else took it).
+-- since), 'lost' (someone else took it), or 'foreign' (a key holds what
+-- this library never writes; nothing was changed).
 local lock, fence_key, queue = KEYS[1], KEYS[2], KEYS[3]
 local identity, fence, cooldown, wake_prefix, lease = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list'}) then
+  return 'foreign'
+end
 local current = redis.call('GET', lock)
 local outcome = {'released', current}
 if not current or string.sub(current, 1, #identity) ~= identity then

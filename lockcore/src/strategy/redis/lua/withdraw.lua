@@ -6,6 +6,9 @@
 -- other acquisition has), the waiter's id, the wake lists' prefix, a
 -- waiter's lease in ms.
 local lock, queue, alive, own_wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if not types_fit({[lock] = 'string', [queue] = 'list', [alive] = 'zset'}) then
+  return 'foreign'
+end
 local current = redis.call('GET', lock)
 local withdrawn = 0
 if current and string.sub(current, 1, #ARGV[1]) == ARGV[1] then
