@@ -654,7 +654,14 @@ pub fn sleep(duration: Duration) {
 /// A caller that must wait the whole time reads its clock and waits again
 /// for what is left: the kernel's own count of it is not kept.
 pub fn poll_readable(fd: &Fd, timeout: Duration) -> SysResult<bool> {
-    let mut pollfd = libc::pollfd { fd: fd.0, events: libc::POLLIN, revents: 0 };
+    ppoll_one(fd, libc::POLLIN, timeout)
+}
+
+/// `ppoll(2)` on one descriptor for `events`: `Ok(true)` once one of them
+/// (or an error) is there, `Ok(false)` when `timeout` passed first or a
+/// signal cut the wait short.
+fn ppoll_one(fd: &Fd, events: libc::c_short, timeout: Duration) -> SysResult<bool> {
+    let mut pollfd = libc::pollfd { fd: fd.0, events, revents: 0 };
     let timeout = libc::timespec {
         tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -1213,17 +1220,7 @@ pub fn poll_socket(fd: &Fd, ready: Ready, timeout: Duration) -> SysResult<bool> 
         Ready::Read => libc::POLLIN,
         Ready::Write => libc::POLLOUT,
     };
-    let mut pollfd = libc::pollfd { fd: fd.0, events, revents: 0 };
-    let timeout = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: one valid pollfd, counted as one; a valid timespec; no mask.
-    match cvt(unsafe { libc::ppoll(&mut pollfd, 1, &timeout, core::ptr::null()) }) {
-        Ok(ready) => Ok(ready > 0),
-        Err(Errno::EINTR) => Ok(false),
-        Err(e) => Err(e),
-    }
+    ppoll_one(fd, events, timeout)
 }
 
 /// `send(2)` of what fits now, with `MSG_NOSIGNAL` (a closed peer is

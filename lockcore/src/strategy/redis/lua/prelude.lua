@@ -78,3 +78,34 @@ local function last_fence(fence_key)
   end
   return n
 end
+
+-- What became of the acquisition whose record starts with `identity`
+-- (owner, nonce, fence) and whose fence is `fence`: 'ours' (the lock holds
+-- it, perhaps renewed since; its record comes second), 'expired' (its key
+-- is gone and nobody took the lock since: the fence is still its), or
+-- 'lost' (someone else holds the lock, or took it since).
+local function fate_of(lock, fence_key, identity, fence)
+  local current = redis.call('GET', lock)
+  if current and string.sub(current, 1, #identity) == identity then
+    return 'ours', current
+  end
+  if current then
+    return 'lost'
+  end
+  local last = last_fence(fence_key)
+  if last and last > tonumber(fence) then
+    return 'lost'
+  end
+  return 'expired'
+end
+
+-- Takes waiter `id` out of the line, and wakes the new first if the lock
+-- is free.
+local function leave_line(lock, queue, alive, own_wake, id, wake_prefix, lease_ms)
+  redis.call('LREM', queue, 0, id)
+  redis.call('ZREM', alive, id)
+  redis.call('DEL', own_wake)
+  if not redis.call('GET', lock) then
+    wake_head(queue, wake_prefix, lease_ms)
+  end
+end

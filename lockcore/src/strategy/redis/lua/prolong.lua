@@ -15,21 +15,16 @@ end
 if not types_fit({[lock] = 'string', [fence_key] = 'string'}) then
   return 'foreign'
 end
-local current = redis.call('GET', lock)
-local outcome = {'prolonged', current}
-if not current or string.sub(current, 1, #identity) ~= identity then
-  if current then
-    return 'lost'
-  end
-  local last = last_fence(fence_key)
-  if last and last > tonumber(fence) then
-    return 'lost'
-  end
-  outcome = 'expired'
+local fate, current = fate_of(lock, fence_key, identity, fence)
+if fate == 'lost' then
+  return 'lost'
 end
 if ttl > 0 then
   redis.call('SET', lock, renewed, 'PX', ttl)
 else
   redis.call('SET', lock, renewed)
 end
-return outcome
+if fate == 'ours' then
+  return {'prolonged', current}
+end
+return 'expired'

@@ -13,17 +13,9 @@ local identity, fence, cooldown, wake_prefix, lease = ARGV[1], ARGV[2], tonumber
 if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list'}) then
   return 'foreign'
 end
-local current = redis.call('GET', lock)
-local outcome = {'released', current}
-if not current or string.sub(current, 1, #identity) ~= identity then
-  if current then
-    return 'lost'
-  end
-  local last = last_fence(fence_key)
-  if last and last > tonumber(fence) then
-    return 'lost'
-  end
-  outcome = 'expired'
+local fate, current = fate_of(lock, fence_key, identity, fence)
+if fate == 'lost' then
+  return 'lost'
 end
 if cooldown > 0 then
   redis.call('SET', lock, COOLDOWN, 'PX', cooldown)
@@ -31,4 +23,7 @@ else
   redis.call('DEL', lock)
   wake_head(queue, wake_prefix, lease)
 end
-return outcome
+if fate == 'ours' then
+  return {'released', current}
+end
+return 'expired'

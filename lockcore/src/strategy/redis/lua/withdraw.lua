@@ -15,10 +15,5 @@ if current and string.sub(current, 1, #ARGV[1]) == ARGV[1] then
   redis.call('DEL', lock)
   withdrawn = 1
 end
-redis.call('LREM', queue, 0, ARGV[2])
-redis.call('ZREM', alive, ARGV[2])
-redis.call('DEL', own_wake)
-if not redis.call('GET', lock) then
-  wake_head(queue, ARGV[3], tonumber(ARGV[4]))
-end
+leave_line(lock, queue, alive, own_wake, ARGV[2], ARGV[3], tonumber(ARGV[4]))
 return withdrawn
