@@ -419,6 +419,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_redirection_names_the_node_and_whether_it_is_for_good() {
+        let moved = Redirect::of(b"MOVED 3999 127.0.0.1:6381").unwrap();
+        assert_eq!((moved.ask, moved.host, moved.port), (false, &b"127.0.0.1"[..], 6381));
+        let ask = Redirect::of(b"ASK 12 ::1:7000").unwrap();
+        assert_eq!(
+            (ask.ask, ask.host, ask.port),
+            (true, &b"::1"[..], 7000),
+            "an IPv6 node: the port after the last colon"
+        );
+        assert!(ask.address().is_ok());
+        for not_one in [&b"MOVED 3999"[..], b"MOVED 1 host", b"MOVED 1 host:99999", b"ERR MOVED 1 h:1", b"ASKING"] {
+            assert!(Redirect::of(not_one).is_none(), "{:?}", core::str::from_utf8(not_one));
+        }
+    }
+
+    #[test]
     fn error_answers_are_told_apart_by_their_first_word() {
         let cases: [(&[u8], ServerProblem); 9] = [
             (b"NOAUTH Authentication required.", ServerProblem::AuthRefused),
