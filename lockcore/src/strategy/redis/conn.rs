@@ -87,6 +87,9 @@ pub struct Connection {
     /// The server's clock less this host's monotonic clock, in ms, as
     /// measured when the connection was made.
     server_clock_offset_ms: Option<i64>,
+    /// Whether the connection was found fit just now ([`ready`](Self::ready)),
+    /// so that the question that follows at once need not look again.
+    just_checked: bool,
 }
 
 impl core::fmt::Debug for Connection {
@@ -108,6 +111,7 @@ impl Connection {
             filled: 0,
             reply_len: 0,
             server_clock_offset_ms: None,
+            just_checked: false,
         }
     }
 
@@ -128,6 +132,7 @@ impl Connection {
     pub fn reset(&mut self) {
         self.socket = None;
         self.server_clock_offset_ms = None;
+        self.just_checked = false;
     }
 
     /// Sends `args` as one command and reads its answer, by `deadline`;
@@ -156,7 +161,10 @@ impl Connection {
     /// [`exchange`](Self::exchange) with the node connected to now; after
     /// an `ASK`, prefixed with `ASKING`.
     fn exchange_here(&mut self, args: &[&[u8]], asking: bool, deadline: MonoTime) -> Result<(), Error> {
-        self.ready(deadline)?;
+        if !core::mem::take(&mut self.just_checked) || self.socket.is_none() {
+            self.ready(deadline)?;
+            self.just_checked = false;
+        }
         let mut outcome = Ok(());
         if asking {
             outcome = self.send(&[b"ASKING"], deadline).and_then(|()| self.receive(deadline));
@@ -183,6 +191,7 @@ impl Connection {
         if self.socket.is_none() {
             self.connect(deadline)?;
         }
+        self.just_checked = true;
         Ok(())
     }
 
