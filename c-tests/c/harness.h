@@ -740,4 +740,30 @@ HARNESS_UNUSED static int run_tests(const char *program, const struct test_case 
     return run_program(program, cases, count, filter, true);
 }
 
+/* What a warning callback read with lock_last_error_message(): its first
+ * message, and how often it was called. `self` points at the struct, so
+ * that a callback given another context does nothing. */
+struct warning_text {
+    struct warning_text *self;
+    int calls;
+    char first[1024];
+};
+
+/* A warning callback that keeps the first message in a struct warning_text. */
+HARNESS_UNUSED static void keep_warning_text(void *context, uint64_t waited_ms) {
+    struct warning_text *text = context;
+    (void)waited_ms;
+    if (text == NULL || text->self != text) return;
+    if (text->calls++ == 0) lock_last_error_message(text->first, sizeof text->first);
+}
+
+/* Whether lock_inspect described a lock never taken: free, and every field
+ * empty. */
+HARNESS_UNUSED static bool info_is_empty(const lock_info *info) {
+    return !info->held && !info->held_by_this_handle && !info->stale && info->owner_liveness == LOCK_OWNER_UNKNOWN &&
+           info->owner_pid == 0 && info->owner_host[0] == '\0' && info->fence == 0 && info->last_fence == 0 &&
+           info->expires_unix_ms == 0 && info->cooldown_until_unix_ms == 0 && info->queue_length == 0 &&
+           info->since_unix_ms == 0;
+}
+
 #endif /* LOCKFFI_C_TESTS_HARNESS_H */
