@@ -453,9 +453,23 @@ fn a_line_stuffed_with_waiters_that_are_gone_holds_up_nobody_for_long() {
 /// A unix socket in front of `server` whose answers come back `delay`
 /// late, as over a slow network; questions go through at once.
 fn slow_answers(server: &Redis, delay: Duration) -> std::path::PathBuf {
+    slow_link(server, Default::default(), delay)
+}
+
+/// A unix socket in front of `server` that holds each question for as many
+/// milliseconds as `questions_ms` says when it arrives, and each answer for
+/// `answers`; a question already on its way still reaches the server after
+/// its client has hung up.
+fn slow_link(
+    server: &Redis,
+    questions_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    answers: Duration,
+) -> std::path::PathBuf {
     use std::io::{Read, Write};
     use std::os::unix::net::{UnixListener, UnixStream};
-    let path = server.socket().with_file_name("slow.sock");
+    static LINKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!("slow-{}.sock", LINKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let path = server.socket().with_file_name(name);
     let listener = UnixListener::bind(&path).unwrap();
     let upstream = server.socket();
     std::thread::spawn(move || {
@@ -463,9 +477,12 @@ fn slow_answers(server: &Redis, delay: Duration) -> std::path::PathBuf {
             let Ok(client) = client else { return };
             let Ok(server) = UnixStream::connect(&upstream) else { return };
             let (mut to_server, mut from_client) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+            let questions_ms = std::sync::Arc::clone(&questions_ms);
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 while let Ok(n @ 1..) = from_client.read(&mut buf) {
+                    let held = questions_ms.load(std::sync::atomic::Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(held));
                     let _ = to_server.write_all(&buf[..n]);
                 }
             });
@@ -473,7 +490,7 @@ fn slow_answers(server: &Redis, delay: Duration) -> std::path::PathBuf {
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 while let Ok(n @ 1..) = from_server.read(&mut buf) {
-                    std::thread::sleep(delay);
+                    std::thread::sleep(answers);
                     if to_client.write_all(&buf[..n]).is_err() {
                         return;
                     }
@@ -530,4 +547,31 @@ fn a_wait_goes_on_through_a_dropped_connection_and_a_server_that_pauses() {
     redis.command(&["DEBUG", "SLEEP", "0.6"]);
     holder.release(Duration::ZERO).expect("the holder reconnects to let go");
     assert_eq!(waiter.join().unwrap(), Ok(()), "the waiter waited on");
+}
+
+#[test]
+fn a_prolong_that_reaches_the_server_too_late_does_not_bring_the_lock_back() {
+    let Some(redis) = server(&[]) else { return };
+    let mut other = open_lock(&redis.spec("revived", ""));
+    other.inspect().unwrap();
+    // The server learns the prolong script, so that a late EVALSHA runs.
+    let mut warm = open_lock(&redis.spec("warm", "ttl=1h"));
+    warm.try_acquire().unwrap();
+    warm.prolong(None).unwrap();
+    warm.release(Duration::ZERO).unwrap();
+    let questions_ms = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let link = slow_link(&redis, std::sync::Arc::clone(&questions_ms), Duration::ZERO);
+    let mut holder =
+        open_lock(&format!("redis://{}/revived?ttl=500ms", testkit::percent_encode(link.to_str().unwrap())));
+    holder.try_acquire().unwrap();
+    wait_until("the lock to run out", || other.inspect().unwrap().holder.is_none());
+    // From now on a question takes longer on its way than a prolong waits
+    // for its answer.
+    questions_ms.store(2500, std::sync::atomic::Ordering::Relaxed);
+    let prolonged = by_deadline(lockcore::CHANGE_PATIENCE, || holder.prolong(Some(Duration::from_secs(60))));
+    assert_eq!(server_problem(prolonged), ServerProblem::NoAnswer);
+    // The prolong reaches the server after its caller gave up on it.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(redis.command(&["EXISTS", "lockcore:{revived}:lock"]), "0", "a lock that ran out is not brought back");
+    other.try_acquire().expect("free for the others");
 }
