@@ -263,6 +263,21 @@ fn the_login_and_the_database_are_the_targets() {
     assert_eq!(admin(2, &["EXISTS", "lockcore:{login}:lock"]), "1");
     assert_eq!(cron.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     assert_eq!(server_problem(open_lock(&spec("noscript:pw@", "")).try_acquire()), ServerProblem::Refused);
+    // The least a user needs, as docs/SPECS.md lists it, is enough for
+    // every operation, a wait in line included.
+    let least = "+evalsha +eval +blpop +time +select +get +set +del +type +pttl +pexpire +lindex +lpop +rpush +lrem \
+                 +llen +lpos +zscore +zadd +zrem +zcount";
+    let mut acl = vec!["ACL", "SETUSER", "least", "on", ">leastpw", "~lockcore:*"];
+    acl.extend(least.split_whitespace());
+    assert_eq!(admin(0, &acl), "OK");
+    let (mut holder, mut waiter) = (open_lock(&spec("least:leastpw@", "/1")), open_lock(&spec("least:leastpw@", "/1")));
+    holder.try_acquire().unwrap();
+    holder.prolong(None).unwrap();
+    assert!(holder.inspect().unwrap().holder.is_some());
+    assert!(matches!(waiter.acquire(Some(Duration::from_millis(300))), Err(Error::Timeout(_))));
+    holder.release(Duration::ZERO).unwrap();
+    waiter.acquire(Some(PATIENCE)).unwrap();
+    assert!(waiter.break_lock().unwrap());
     // A database the server does not have.
     assert_eq!(server_problem(open_lock(&spec(":s3cret@", "/99")).try_acquire()), ServerProblem::Refused);
 }
