@@ -178,8 +178,19 @@ pub fn read_lock_file(path: &CPath, sharing: Sharing, buf: &mut [u8]) -> Result<
         return Err(Error::not_a_lock(FileRole::Lock));
     }
     sharing.check(FileRole::Lock, &stat)?;
-    let n = sys::read_full(&fd, buf).map_err(|e| FileError::io(FileRole::Lock, e))?;
+    let n = read_record_file(&fd, &stat, buf)?;
     Ok(Some((stat, n)))
+}
+
+/// Reads the record file `fd`, whose `stat` was just taken, into `buf`
+/// (which is one byte longer than any record, to tell one that is too
+/// long). No more than the file holds is asked for, so that the read that
+/// would only find its end is never made. A file that grew since (a peer
+/// that creates its lock file first and writes it after) is read as far as
+/// it was, as a read a moment earlier would have found it.
+pub fn read_record_file(fd: &Fd, stat: &FileStat, buf: &mut [u8]) -> Result<usize, Error> {
+    let want = usize::try_from(stat.size).map_or(buf.len(), |size| size.min(buf.len()));
+    sys::read_full(fd, &mut buf[..want]).map_err(|e| FileError::io(FileRole::Lock, e))
 }
 
 /// Makes the lock file `lock` holding `content`, complete and with `mode`,

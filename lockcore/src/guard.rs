@@ -44,7 +44,7 @@ use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
 use crate::files::{self, with_suffix};
 use crate::owner::BootId;
 use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
-use crate::sys::{self, CPath, Fd, OfdLock};
+use crate::sys::{self, CPath, Fd, FileStat, OfdLock};
 use crate::text::{parse_u64, FixedText, Words};
 use crate::trust::Sharing;
 use crate::wait::{self, Backoff, Sleep, WakeSource};
@@ -145,7 +145,8 @@ pub struct GuardFile {
     /// the parent's open file description, and the lock belongs to the
     /// description, so a child that reused it would "hold" the guard whenever
     /// its parent does: it must open its own.
-    open: Option<(Fd, i32)>,
+    /// Also which file it was, to tell whether the path still names it.
+    open: Option<(Fd, i32, FileStat)>,
     /// Extra open flags (`O_APPEND` for an append-only log).
     flags: libc::c_int,
 }
@@ -217,7 +218,7 @@ impl GuardFile {
         boot: Option<BootId>,
         wake: &mut dyn WakeSource,
     ) -> Result<LockedFile<'_>, Error> {
-        let pid = sys::getpid();
+        let pid = crate::process::pid();
         // Jitter needs waiters to differ, not secrecy: processes differ by
         // pid, the handles of one process by address.
         let seed = ((pid as u64) << 32) ^ (self as *const GuardFile as usize as u64);
@@ -230,7 +231,7 @@ impl GuardFile {
                 other => other,
             })?;
         match self.open.as_ref() {
-            Some((fd, _)) => Ok(LockedFile { fd, role: self.role, size, now: Moment::now(boot) }),
+            Some((fd, _, _)) => Ok(LockedFile { fd, role: self.role, size, now: Moment::now(boot) }),
             None => Err(Error::not_a_lock(self.role)),
         }
     }
@@ -269,31 +270,33 @@ impl GuardFile {
     /// close, and its lock with it.
     fn try_lock_opened(&mut self, kind: OfdLock, initial: &[u8], pid: i32) -> Result<Option<u64>, Error> {
         let role = self.role;
-        let fd = match self.open {
-            Some((ref fd, opener)) if opener == pid => fd,
+        let (fd, opened) = match self.open {
+            Some((ref fd, opener, ref opened)) if opener == pid => (fd, opened),
             _ => {
-                let (fd, _) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
-                &self.open.insert((fd, pid)).0
+                let (fd, opened) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
+                let (fd, _, opened) = self.open.insert((fd, pid, opened));
+                (&*fd, &*opened)
             }
         };
         let locked = sys::try_ofd_lock(fd, kind).map_err(|e| FileError::io(role, e))?;
-        let opened = sys::fstat(fd).map_err(|e| FileError::io(role, e))?;
-        let at_path = matches!(sys::lstat(&self.path), Ok(now) if now.same_file(&opened));
+        // The file at the path now, if it is the one opened: its bits, owner
+        // and size as they are now, as `fstat` of the descriptor would tell.
+        let at_path = sys::lstat(&self.path).ok().filter(|now| now.same_file(opened));
         match (locked, at_path) {
-            (false, true) => Err(Error::Busy(Contention::GuardHeld)),
-            (false, false) => Ok(None),
-            (true, false) => {
+            (false, Some(_)) => Err(Error::Busy(Contention::GuardHeld)),
+            (false, None) => Ok(None),
+            (true, None) => {
                 let _ = sys::ofd_unlock(fd);
                 Ok(None)
             }
-            (true, true) => {
+            (true, Some(now)) => {
                 // Its owner may have changed its bits since we opened it:
                 // judged again, under the lock.
-                if let Err(e) = self.sharing.check_locked(role, &opened) {
+                if let Err(e) = self.sharing.check_locked(role, &now) {
                     let _ = sys::ofd_unlock(fd);
                     return Err(e);
                 }
-                Ok(Some(opened.size))
+                Ok(Some(now.size))
             }
         }
     }
@@ -556,7 +559,7 @@ mod tests {
     fn a_lock_taken_on_a_replaced_file_is_let_go_though_its_description_is_shared() {
         let dir = test_dir("shared-description");
         let (mut guard, path) = opened_guard(&dir);
-        let raw = guard.open.as_ref().map(|(fd, _)| fd.raw()).unwrap();
+        let raw = guard.open.as_ref().map(|(fd, _, _)| fd.raw()).unwrap();
         // SAFETY: `raw` is this guard's open descriptor; dup makes another
         // descriptor of the same description, closed at the end.
         let inherited = unsafe { libc::dup(raw) };

@@ -87,6 +87,7 @@ mod files;
 mod guard;
 mod lock;
 mod owner;
+mod process;
 mod record;
 pub mod registry;
 pub mod spec;

@@ -119,7 +119,7 @@ impl Lock {
         let sharing = Sharing::new(spec.options.mode);
         let strategy = AnyStrategy::open(&spec, sharing)?;
         let line = if spec.options.fair { Line::Unopened } else { Line::Unfair };
-        let pid = sys::getpid();
+        let pid = crate::process::pid();
         Ok(Lock { spec, me: owner, pid, sharing, strategy, held: None, adopted: false, line, turn: None })
     }
 
@@ -263,7 +263,7 @@ impl Lock {
     fn pass_turn(&mut self) {
         if let (Some(turn), Line::Open(line)) = (self.turn.take(), &self.line) {
             // A child of fork() does not hold its parent's turn.
-            if turn.pid() == sys::getpid() {
+            if turn.pid() == crate::process::pid() {
                 line.pass(turn);
             }
         }
@@ -299,7 +299,7 @@ impl Lock {
     /// pass it over once it has waited at the head for as long as its
     /// caller said it would wait ([`Context::waits_for`]), or its owner is gone.
     fn abandon(&mut self, deadline: MonoTime) {
-        if self.pid == sys::getpid() {
+        if self.pid == crate::process::pid() {
             let _ = self.run(deadline, |strategy, cx| match strategy.abilities().as_queue() {
                 Some(queue) => queue.abandon(cx),
                 None => Ok(()),
@@ -670,7 +670,7 @@ impl Lock {
     /// The held record, if this process (not a parent before `fork()`) took it.
     fn held_here(&self) -> Result<Record, Error> {
         let held = self.held.ok_or(Error::NotHeld)?;
-        if held.owner.process.pid != sys::getpid() {
+        if held.owner.process.pid != crate::process::pid() {
             return Err(Error::Forked);
         }
         Ok(held)
@@ -678,7 +678,7 @@ impl Lock {
 
     /// After `fork()` the child is a new owner: new pid, new start time.
     fn refresh_identity(&mut self) -> Result<(), Error> {
-        if self.pid == sys::getpid() {
+        if self.pid == crate::process::pid() {
             return Ok(());
         }
         if self.held.is_some() {

@@ -137,7 +137,7 @@ impl Owner {
 
     /// The calling process.
     pub fn current() -> Result<Owner, Error> {
-        let pid = sys::getpid();
+        let pid = crate::process::pid();
         let start_ticks = match read_process_stat(pid) {
             Ok(stat) => stat.start_ticks,
             // Without /proc no owner can be judged by start time; record 0
@@ -255,11 +255,12 @@ pub enum Liveness {
 pub struct Nonce(pub u128);
 
 impl Nonce {
-    /// 128 bits from the kernel's random source (`getrandom(2)`);
+    /// 128 bits from the kernel's random source (`getrandom(2)`, drawn
+    /// ahead for many nonces and never passed on to a child of `fork()`);
     /// [`Error::Os`] if it fails.
     pub fn random() -> Result<Nonce, Error> {
         let mut bytes = [0u8; 16];
-        sys::getrandom(&mut bytes).map_err(Error::Os)?;
+        crate::process::random(&mut bytes).map_err(Error::Os)?;
         Ok(Nonce(u128::from_le_bytes(bytes)))
     }
 

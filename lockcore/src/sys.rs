@@ -584,7 +584,45 @@ pub fn strerror(errno: Errno, buf: &mut [u8; 128]) -> Option<&str> {
     CStr::from_bytes_until_nul(buf).ok().and_then(|text| text.to_str().ok())
 }
 
-/// `getpid(2)`.
+/// A private, anonymous, read-write mapping of `len` bytes that the kernel
+/// fills with zeros in the child of every fork (`MADV_WIPEONFORK`); `None`
+/// if the kernel cannot make or mark it. Never unmapped but by
+/// [`unmap_page`].
+pub fn wiped_on_fork_page(len: usize) -> Option<*mut u8> {
+    // SAFETY: a fresh anonymous mapping at an address the kernel chooses.
+    let addr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the mapping just made, with its length.
+    if unsafe { libc::madvise(addr, len, libc::MADV_WIPEONFORK) } != 0 {
+        // SAFETY: as above; nobody has seen it.
+        unsafe { libc::munmap(addr, len) };
+        return None;
+    }
+    Some(addr.cast())
+}
+
+/// Unmaps a mapping of [`wiped_on_fork_page`].
+///
+/// # Safety
+/// `addr` and `len` are one such mapping's, and nothing refers into it.
+pub unsafe fn unmap_page(addr: *mut u8, len: usize) {
+    // SAFETY: the caller's promise.
+    unsafe { libc::munmap(addr.cast(), len) };
+}
+
+/// `getpid(2)`: the kernel's answer, each time. [`crate::process::pid`]
+/// keeps it.
 pub fn getpid() -> i32 {
     // SAFETY: getpid cannot fail.
     unsafe { libc::getpid() }

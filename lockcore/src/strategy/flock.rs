@@ -38,7 +38,7 @@ use crate::strategy::{
     commit_if_current, new_record, Commit, CommitOutcome, Context, Cooldown, Files, Holder, Inspection, Prolong,
     ProlongOutcome, ReleaseOutcome, Strategy,
 };
-use crate::sys::{self, CPath, Errno, Fd, FlockOp};
+use crate::sys::{self, CPath, Errno, Fd, FileStat, FlockOp};
 use crate::trust::Sharing;
 
 /// A `flock` lock: the target, flocked, and its guard file beside it.
@@ -46,8 +46,9 @@ use crate::trust::Sharing;
 pub struct Flock {
     path: CPath,
     state: GuardFile,
-    /// The locked descriptor while this handle holds the lock.
-    held: Option<Fd>,
+    /// The locked descriptor while this handle holds the lock, and which
+    /// file it is (a descriptor's file never changes).
+    held: Option<(Fd, FileStat)>,
 }
 
 impl Flock {
@@ -65,7 +66,7 @@ impl Flock {
     /// replace it under a holder's feet (a sticky directory lets the owner
     /// of a file remove it): it is held to the lock's `mode` like every file
     /// of the lock.
-    fn open_target(&self, cx: &Context<'_>) -> Result<Fd, Error> {
+    fn open_target(&self, cx: &Context<'_>) -> Result<(Fd, FileStat), Error> {
         let role = FileRole::Lock;
         for _ in 0..2 {
             let fd = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
@@ -91,16 +92,16 @@ impl Flock {
                 return Err(Error::not_a_lock(role));
             }
             cx.sharing.check(role, &stat)?;
-            return Ok(fd);
+            return Ok((fd, stat));
         }
         Err(FileError::from_errno(role, &self.path, Errno::ENOENT))
     }
 
-    /// Whether the path still names the inode behind `fd`: a lock file that
-    /// was deleted or replaced no longer excludes anyone who opens the path.
-    fn still_linked(&self, fd: &Fd) -> Result<bool, Error> {
-        let locked = sys::fstat(fd).map_err(|e| FileError::io(FileRole::Lock, e))?;
-        Ok(matches!(sys::lstat(&self.path), Ok(now) if now.same_file(&locked)))
+    /// Whether the path still names `locked`, the file of the descriptor
+    /// flocked: a lock file that was deleted or replaced no longer excludes
+    /// anyone who opens the path.
+    fn still_linked(&self, locked: &FileStat) -> bool {
+        matches!(sys::lstat(&self.path), Ok(now) if now.same_file(locked))
     }
 }
 
@@ -124,12 +125,12 @@ impl Strategy for Flock {
     }
 
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
-        let fd = self.open_target(cx)?;
+        let (fd, opened) = self.open_target(cx)?;
         if !sys::try_flock(&fd, FlockOp::Exclusive).map_err(|e| FileError::io(FileRole::Lock, e))? {
             drop(fd);
             return Err(Error::Busy(Contention::Held(self.holder_now(cx))));
         }
-        if !self.still_linked(&fd)? {
+        if !self.still_linked(&opened) {
             return Err(Error::Busy(Contention::Raced));
         }
         // From here the lock is ours; dropping `fd` on any error releases it.
@@ -143,7 +144,7 @@ impl Strategy for Flock {
         let record = new_record(cx, nonce, fence, now, ttl);
         guard.store_with_record(Some(&record))?;
         drop(guard);
-        self.held = Some(fd);
+        self.held = Some((fd, opened));
         Ok(record)
     }
 
@@ -187,8 +188,8 @@ impl Strategy for Flock {
 
 impl Prolong for Flock {
     fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(fd)? {
+        let Some((_, locked)) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(locked) {
             return Ok(ProlongOutcome::Lost);
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
@@ -206,8 +207,8 @@ impl Cooldown for Flock {
         // The descriptor leaves the handle only once nothing can fail:
         // closing it lets go of the kernel lock, and a release that fails
         // must leave the lock held, as the handle still says it is.
-        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(fd)? {
+        let Some((fd, locked)) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(locked) {
             self.held = None;
             return Ok(ReleaseOutcome::Lost);
         }
@@ -234,8 +235,8 @@ impl Commit for Flock {
         // The kernel lock excludes everyone while we hold it; the TTL is
         // advisory, but a commit past it is refused all the same, so that
         // the caller's contract does not depend on the strategy.
-        let Some(fd) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(fd)? {
+        let Some((_, locked)) = self.held.as_ref() else { return Err(Error::NotHeld) };
+        if !self.still_linked(locked) {
             return Ok(CommitOutcome::Lost);
         }
         let guard = self.state.lock(cx.deadline, cx.me.boot)?;

@@ -101,7 +101,7 @@ impl LockStore for Mkdir {
                 }
                 cx.sharing.check(FileRole::Lock, &record_stat)?;
                 let mut bytes = [0u8; RECORD_CAPACITY + 1];
-                let n = sys::read_full(&fd, &mut bytes).map_err(|e| FileError::io(FileRole::Lock, e))?;
+                let n = files::read_record_file(&fd, &record_stat, &mut bytes)?;
                 match parse_lock_file(&bytes[..n]) {
                     Ok(LockFileContent::Ours(record)) => Holding::Ours(record),
                     Err(Unrecognised::Corrupt(kind)) => Holding::Corrupt(kind),

@@ -178,7 +178,7 @@ impl Connection {
 
     /// A connection fit to carry a question: the one kept, or a new one.
     fn ready(&mut self, deadline: MonoTime) -> Result<(), Error> {
-        if self.socket.is_some() && self.opened_by != sys::getpid() {
+        if self.socket.is_some() && self.opened_by != crate::process::pid() {
             // The parent's: forgotten here, still open there.
             self.socket = None;
         }
@@ -250,7 +250,7 @@ impl Connection {
             sys::socket_error(&socket).map_err(unreachable)?;
         }
         self.socket = Some(socket);
-        self.opened_by = sys::getpid();
+        self.opened_by = crate::process::pid();
         let login = self.log_in(deadline);
         if login.is_err() {
             self.socket = None;
