@@ -133,7 +133,121 @@ impl LeaseState {
 }
 
 /// A new lease file: free, with no fence handed out yet.
-const NEW_LEASE: LeaseState = LeaseState::Free { not_before: None, fence: 0 };
+pub const NEW_LEASE: LeaseState = LeaseState::Free { not_before: None, fence: 0 };
+
+/// The lease's rules, as changes of its state: the one place they live,
+/// whatever keeps the state and excludes the others while it changes
+/// (a file and its lock here, a shared mapping and its mutex in `shm`).
+/// Each is called with the state read at `now` under that exclusion and
+/// says what to write, if anything.
+impl LeaseState {
+    /// Takes the lease for `nonce`: the new holder's record (`Held` of it
+    /// is to be written), or why the lease is not to be had. With `signal`,
+    /// an expired holder still running is signalled.
+    pub(crate) fn take(
+        &self,
+        cx: &Context<'_>,
+        nonce: Nonce,
+        ttl: Option<Duration>,
+        now: Moment,
+        signal: Option<i32>,
+    ) -> Result<Record, Error> {
+        match *self {
+            LeaseState::Free { not_before, .. } => {
+                if let Some(until) = not_before.filter(|at| !at.has_come(now)) {
+                    return Err(Error::Busy(Contention::CoolingDown { until: until.wall_as_seen(now) }));
+                }
+            }
+            LeaseState::Held(holder) => {
+                let verdict = judge_record(cx, &holder, now);
+                if !verdict.stale {
+                    return Err(Error::Busy(Contention::Held(verdict.summary())));
+                }
+                // An expired holder that is still running must stop touching
+                // the resource; signal it only if it is provably that process,
+                // and never our own (another handle of ours that ran over).
+                // Only on the word of a private state: the spec refuses
+                // `signal` with a shared mode, and its store refused a file
+                // others may write before it was read.
+                if let Some(signal) = signal.filter(|_| cx.sharing.is_private()) {
+                    let other_process = holder.owner.process != cx.me.process;
+                    if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, now) && other_process {
+                        cx.me.signal_if_alive(&holder.owner, signal);
+                    }
+                }
+            }
+        }
+        // A state forged with the largest fence leaves none to hand out.
+        let fence =
+            crate::fence::next(self.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+        Ok(new_record(cx, nonce, fence, now, ttl))
+    }
+
+    /// The record, if it is `held`'s acquisition (with the expiry that
+    /// counts: a watchdog or an operator may have moved it since).
+    pub(crate) fn ours(&self, held: &Record) -> Option<Record> {
+        match *self {
+            LeaseState::Held(record) if record.nonce == held.nonce => Some(record),
+            _ => None,
+        }
+    }
+
+    /// Gives `held` back, closed for `cooldown`: the outcome, and the state
+    /// to write (none when the lease is no longer `held`'s).
+    pub(crate) fn give_back(
+        &self,
+        held: &Record,
+        now: Moment,
+        cooldown: Duration,
+    ) -> (ReleaseOutcome, Option<LeaseState>) {
+        match self.ours(held) {
+            None => (ReleaseOutcome::Lost, None),
+            Some(on_file) => {
+                let not_before = (!cooldown.is_zero()).then(|| now.saturating_add(cooldown));
+                let free = LeaseState::Free { not_before, fence: on_file.fence };
+                (ReleaseOutcome::of_own(on_file.expires, now), Some(free))
+            }
+        }
+    }
+
+    /// Moves `held`'s expiry to `now` + `ttl`: the outcome, and the record
+    /// to write (none when the lease is no longer `held`'s).
+    pub(crate) fn renew(&self, held: &Record, now: Moment, ttl: Option<Duration>) -> (ProlongOutcome, Option<Record>) {
+        match self.ours(held) {
+            None => (ProlongOutcome::Lost, None),
+            Some(on_file) => {
+                let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..on_file };
+                (ProlongOutcome::of_own(on_file.expires, now), Some(renewed))
+            }
+        }
+    }
+
+    /// The state after an operator broke the lease; `None` when it was free.
+    pub(crate) fn broken(&self) -> Option<LeaseState> {
+        match *self {
+            LeaseState::Held(record) => Some(LeaseState::Free { not_before: None, fence: record.fence }),
+            LeaseState::Free { .. } => None,
+        }
+    }
+
+    /// What an inspection at `now` reports.
+    pub(crate) fn inspection(&self, cx: &Context<'_>, now: Moment) -> Inspection {
+        match *self {
+            LeaseState::Held(record) => Inspection {
+                holder: Some(judge_record(cx, &record, now)),
+                last_fence: record.fence,
+                cooldown_until: None,
+                queue_length: None,
+            },
+            LeaseState::Free { not_before, fence } => Inspection {
+                holder: None,
+                last_fence: fence,
+                cooldown_until: not_before.filter(|at| !at.has_come(now)).map(|at| at.wall_as_seen(now)),
+                queue_length: None,
+            },
+        }
+    }
+}
 
 impl Lease {
     fn lock(&mut self, cx: &Context<'_>) -> Result<LockedFile<'_>, Error> {
@@ -160,36 +274,7 @@ impl Strategy for Lease {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
         let signal = self.signal;
         let mut file = self.lock(cx)?;
-        let now = file.now;
-        let state = read(&file)?;
-        match state {
-            LeaseState::Free { not_before, .. } => {
-                if let Some(until) = not_before.filter(|at| !at.has_come(now)) {
-                    return Err(Error::Busy(Contention::CoolingDown { until: until.wall_as_seen(now) }));
-                }
-            }
-            LeaseState::Held(holder) => {
-                let verdict = judge_record(cx, &holder, now);
-                if !verdict.stale {
-                    return Err(Error::Busy(Contention::Held(verdict.summary())));
-                }
-                // An expired holder that is still running must stop touching
-                // the resource; signal it only if it is provably that process,
-                // and never our own (another handle of ours that ran over).
-                // The file is private to this user: the spec refuses `signal`
-                // with a shared mode, and `lock_file` refused it otherwise.
-                if let Some(signal) = signal.filter(|_| cx.sharing.is_private()) {
-                    let other_process = holder.owner.process != cx.me.process;
-                    if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, now) && other_process {
-                        cx.me.signal_if_alive(&holder.owner, signal);
-                    }
-                }
-            }
-        }
-        // A lease file forged with the largest fence leaves none to hand out.
-        let fence =
-            crate::fence::next(state.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
-        let record = new_record(cx, nonce, fence, now, ttl);
+        let record = read(&file)?.take(cx, nonce, ttl, file.now, signal)?;
         write(&mut file, &LeaseState::Held(record))?;
         Ok(record)
     }
@@ -200,62 +285,39 @@ impl Strategy for Lease {
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
         let file = self.lock(cx)?;
-        let now = file.now;
-        Ok(match read(&file)? {
-            LeaseState::Held(record) => Inspection {
-                holder: Some(judge_record(cx, &record, now)),
-                last_fence: record.fence,
-                cooldown_until: None,
-                queue_length: None,
-            },
-            LeaseState::Free { not_before, fence } => Inspection {
-                holder: None,
-                last_fence: fence,
-                cooldown_until: not_before.filter(|at| !at.has_come(now)).map(|at| at.wall_as_seen(now)),
-                queue_length: None,
-            },
-        })
+        Ok(read(&file)?.inspection(cx, file.now))
     }
 }
 
 impl Prolong for Lease {
     fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
         let mut file = self.lock(cx)?;
-        let now = file.now;
-        let on_disk = match read(&file)? {
-            LeaseState::Held(record) if record.nonce == held.nonce => record,
-            _ => return Ok(ProlongOutcome::Lost),
-        };
-        let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..on_disk };
-        write(&mut file, &LeaseState::Held(renewed))?;
-        held.expires = renewed.expires;
-        Ok(ProlongOutcome::of_own(on_disk.expires, now))
+        let (outcome, renewed) = read(&file)?.renew(held, file.now, ttl);
+        if let Some(renewed) = renewed {
+            write(&mut file, &LeaseState::Held(renewed))?;
+            held.expires = renewed.expires;
+        }
+        Ok(outcome)
     }
 }
 
 impl Cooldown for Lease {
     fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let mut file = self.lock(cx)?;
-        let now = file.now;
-        let on_disk = match read(&file)? {
-            LeaseState::Held(record) if record.nonce == held.nonce => record,
-            _ => return Ok(ReleaseOutcome::Lost),
-        };
-        let not_before = (!cooldown.is_zero()).then(|| now.saturating_add(cooldown));
-        write(&mut file, &LeaseState::Free { not_before, fence: on_disk.fence })?;
-        Ok(ReleaseOutcome::of_own(on_disk.expires, now))
+        let (outcome, free) = read(&file)?.give_back(held, file.now, cooldown);
+        if let Some(free) = free {
+            write(&mut file, &free)?;
+        }
+        Ok(outcome)
     }
 }
 
 impl Break for Lease {
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
         let mut file = self.lock(cx)?;
-        match read(&file)? {
-            LeaseState::Held(record) => {
-                write(&mut file, &LeaseState::Free { not_before: None, fence: record.fence })?;
-                Ok(true)
-            }
-            LeaseState::Free { .. } => Ok(false),
+        match read(&file)?.broken() {
+            Some(free) => write(&mut file, &free).map(|()| true),
+            None => Ok(false),
         }
     }
 }
@@ -268,11 +330,7 @@ impl Commit for Lease {
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
         let file = self.lock(cx)?;
-        let on_disk = match read(&file)? {
-            LeaseState::Held(record) if record.nonce == held.nonce => Some(record),
-            _ => None,
-        };
-        commit_if_current(on_disk, file.now, action)
+        commit_if_current(read(&file)?.ours(held), file.now, action)
     }
 }
 
