@@ -35,7 +35,7 @@
  *                        wafter (20s)
  *   nfs=0|1, ext=S, format=S  lockfile only: PID:HOST records; the lock
  *                        file's suffix (.lock) or LockFile::Simple template
- *   signal=TERM|KILL     lease only, with mode=0600: sent to an expired
+ *   signal=TERM|KILL     lease and shm, with mode=0600: sent to an expired
  *                        holder still running on this host when its
  *                        lease is taken over
  *
@@ -52,6 +52,8 @@
  *               empty if missing); T.guard (fence, cooldown, holder), left
  *   symlink:T   the symbolic link T, while held; T.guard, left
  *   lease:T     the lease file T, left
+ *   shm:T       the file T (4 KiB, mapped shared by every user of the
+ *               lock; mode=0600 only), left
  *   toplock:T   the queue file T, left
  *
  * Files are made complete under names nobody can guess (T.<32 hex digits>)

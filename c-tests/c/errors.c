@@ -15,6 +15,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 
 #include "harness.h"
 
@@ -103,12 +106,20 @@ static bool test_spec_bad_value(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!open_fails(cases[i].spec, LOCK_ERR_SPEC_BAD_VALUE, cases[i].key)) return false;
     }
-    /* the owner alone, its group, everyone: accepted by every scheme */
-    const char *modes[] = {"0600", "600", "0660", "0666", "0606"};
+    /* the owner alone, its group, everyone: accepted by every scheme, but
+     * for a private-only one the modes that let others write */
+    const struct {
+        const char *text;
+        bool others_may_write;
+    } modes[] = {{"0600", false}, {"600", false}, {"0660", true}, {"0666", true}, {"0606", true}};
     for (size_t i = 0; i < STRATEGY_COUNT; i++) {
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
             char spec[128];
-            format_into(spec, sizeof spec, "%s:/tmp/x?mode=%s", STRATEGIES[i].name, modes[m]);
+            format_into(spec, sizeof spec, "%s:/tmp/x?mode=%s", STRATEGIES[i].name, modes[m].text);
+            if (private_only(&STRATEGIES[i]) && modes[m].others_may_write) {
+                if (!open_fails(spec, LOCK_ERR_SPEC_BAD_VALUE, "mode")) return false;
+                continue;
+            }
             lock_handle *h = NULL;
             CHECK_RC(lock_open(spec, &h), LOCK_OK);
             CLOSE(h);
@@ -458,12 +469,74 @@ static bool test_failed_release_keeps_renewal(void) {
     return still_renewed_then_closed(h, other, fence, "failed");
 }
 
+/* Whether what orders a scheme's changes is the section word in its file
+ * (shm), not a lock of its file. */
+static bool changes_under_a_section_word(const struct strategy *s) {
+    return strcmp(s->name, "shm") == 0;
+}
+
+/* The bit of a shm section word's low half that says someone sleeps on it. */
+#define SHM_SLEEPING ((uint64_t)1 << 31)
+
+/* Runs in the child of shm_hold_section: takes the section word of the shm
+ * lock file `path` in its own name (its pid, no holder named beside it: the
+ * library waits for such a live holder until its deadline), says so on
+ * `taken`, and lets it go as the library does once `let_go` is closed. */
+static bool shm_section_holder(const char *path, int taken, int let_go) {
+    int fd = open(path, O_RDWR);
+    CHECK_MSG(fd >= 0, "open(%s): %s", path, strerror(errno));
+    void *base = mmap(NULL, SHM_FILE_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    CHECK_MSG(base != MAP_FAILED, "mmap(%s): %s", path, strerror(errno));
+    uint64_t *word = (uint64_t *)(void *)((char *)base + LOCKCORE_SHM_SECTION_AT);
+    uint64_t free_word = 0;
+    CHECK_MSG(__atomic_compare_exchange_n(word, &free_word, (uint64_t)getpid(), false, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST),
+              "the section word of %s is held", path);
+    CHECK(write(taken, "t", 1) == 1);
+    char byte;
+    while (read(let_go, &byte, 1) < 0 && errno == EINTR) {
+    }
+    if (__atomic_exchange_n(word, 0, __ATOMIC_SEQ_CST) & SHM_SLEEPING) {
+        /* The low half, where the sleepers wait (little-endian). */
+        syscall(SYS_futex, (uint32_t *)(void *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    munmap(base, SHM_FILE_LEN);
+    return true;
+}
+
+/* Holds the section word of the shm lock file `path` in a child process, as
+ * a process in the middle of a change would, until the pipe `*let_go` is
+ * closed; `*holder` is the child to wait for then. */
+static bool shm_hold_section(const char *path, pid_t *holder, int *let_go) {
+    int taken[2], release[2];
+    CHECK(pipe(taken) == 0);
+    CHECK(pipe(release) == 0);
+    pid_t pid = fork_child();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(taken[0]);
+        close(release[1]);
+        child_exit(shm_section_holder(path, taken[1], release[0]));
+    }
+    close(taken[1]);
+    close(release[0]);
+    char byte;
+    bool held = read_exact(taken[0], &byte, 1);
+    close(taken[0]);
+    *holder = pid;
+    *let_go = release[1];
+    CHECK_MSG(held, "the child never took the section word of %s", path);
+    return true;
+}
+
 /* lock_close of a held lock whose release fails answers that failure, with
  * its message, and frees the handle all the same; the lock stays as it was,
  * held by this live process, until an operator breaks it (flock's kernel
  * lock goes with the handle's descriptor). The release fails on a damaged
  * guard (LOCK_ERR_CORRUPT_GUARD); a scheme without a guard, on its lock
- * file kept locked by this case for the release's whole patience
+ * file kept locked by this case for the release's whole patience, or for
+ * shm, which locks no file, the section word in its file held by a child process
  * (LOCK_BUSY, after 2 s). */
 static bool failed_release_on_close(const struct strategy *s, const char *dir) {
     char state[HARNESS_PATH_MAX];
@@ -476,9 +549,12 @@ static bool failed_release_on_close(const struct strategy *s, const char *dir) {
 
     lock_result expected = s->guard_name != NULL ? LOCK_ERR_CORRUPT_GUARD : LOCK_BUSY;
     char first = 0;
-    int held_fd = -1;
+    int held_fd = -1, let_go = -1;
+    pid_t word_holder = -1;
     if (s->guard_name != NULL) {
         if (!replace_byte(state, GUARD_FENCE_OFFSET, 'x', &first)) return false;
+    } else if (changes_under_a_section_word(s)) {
+        if (!shm_hold_section(state, &word_holder, &let_go)) return false;
     } else {
         held_fd = open(state, O_RDWR);
         CHECK_MSG(held_fd >= 0 && ofd_lock(held_fd, F_WRLCK), "cannot lock %s: %s", state, strerror(errno));
@@ -487,6 +563,10 @@ static bool failed_release_on_close(const struct strategy *s, const char *dir) {
     char message[1024];
     last_error(message, sizeof message);
     if (held_fd >= 0) close(held_fd);
+    if (word_holder > 0) {
+        close(let_go);
+        CHECK_CHILD_OK(word_holder);
+    }
     if (s->guard_name != NULL && !replace_byte(state, GUARD_FENCE_OFFSET, first, NULL)) return false;
     CHECK_MSG(closed == expected, "lock_close of a lock whose release fails returned %s (\"%s\"), expected %s",
               rc_name(closed), message, rc_name(expected));
@@ -1341,6 +1421,37 @@ static bool corrupt_lease(const struct strategy *s, const char *dir) {
     return true;
 }
 
+/* shm: a whole file of SHM_FILE_LEN bytes, mapped (harness.h). One cut
+ * short is refused before it is mapped (touching a page past its end would
+ * fault): corrupt, its marker being there. A whole one is judged by the
+ * lease line in its active slot, which no age makes stale, as a lease's:
+ * one that does not parse is corrupt. Neither is ever mended: the file
+ * keeps the last fence. Taking the section word to read the slot leaves its
+ * bytes as they were once it is let go, so the file is compared whole. */
+static bool corrupt_shm(const struct strategy *s, const char *dir) {
+    if (!refused_as(s, dir, "garbage\n", 8, LOCK_ERR_NOT_A_LOCK)) return false;
+    if (!refused_as(s, dir, "\xff\xfe\x00\x01 binary", 12, LOCK_ERR_NOT_A_LOCK)) return false;
+    static char real[SHM_FILE_LEN + 1], damaged[SHM_FILE_LEN];
+    for (int held = 1; held >= 0; held--) {
+        ssize_t real_len = 0;
+        if (!real_record(s, dir, held == 1, real, sizeof real, &real_len)) return false;
+        CHECK_MSG(real_len == SHM_FILE_LEN && strncmp(real, "shm 2 ", 6) == 0, "the shm file is %zd bytes: \"%.40s\"",
+                  real_len, real);
+        size_t slot = shm_active_slot(real);
+        const char *line = held == 1 ? "lease 2 held " : "lease 2 free ";
+        CHECK_MSG(slot != 0 && strncmp(real + slot, line, strlen(line)) == 0,
+                  "the active slot (at %zu) holds \"%.40s\"", slot, slot != 0 ? real + slot : "");
+        /* cut short: to its header line, and by its last byte */
+        if (!refused_as(s, dir, real, 64, LOCK_ERR_CORRUPT_RECORD)) return false;
+        if (!refused_as(s, dir, real, SHM_FILE_LEN - 1, LOCK_ERR_CORRUPT_RECORD)) return false;
+        /* whole, its active lease line with a word that does not parse */
+        memcpy(damaged, real, SHM_FILE_LEN);
+        memcpy(damaged + slot + 8, "what", 4);
+        if (!refused_as(s, dir, damaged, SHM_FILE_LEN, LOCK_ERR_CORRUPT_RECORD)) return false;
+    }
+    return true;
+}
+
 /* toplock: an append-only log after a header line. A line that does not
  * parse is an append torn by a writer killed inside write(2): skipped,
  * never an error, and never removed. A second header is no torn append:
@@ -1468,6 +1579,7 @@ static bool corrupt_record(const struct strategy *s, const char *dir) {
     if (strcmp(s->name, "flock") == 0) return corrupt_flock_record(s, dir);
     if (strcmp(s->name, "lease") == 0) return corrupt_lease(s, dir);
     if (strcmp(s->name, "toplock") == 0) return corrupt_queue(s, dir);
+    if (strcmp(s->name, "shm") == 0) return corrupt_shm(s, dir);
     return corrupt_lock_file(s, dir);
 }
 
@@ -1538,14 +1650,21 @@ static bool test_corrupt_guard(void) {
  * refused with LOCK_ERR_UNTRUSTED by every call, before it is read or
  * written, and the message names the call, the file, its owner and mode.
  * The same file is trusted by a lock whose mode=0666 lets everyone take
- * it, and again by the private lock once its bits are 0600. The lock's
- * directory is held to the same rule, unless it is sticky like /tmp. */
+ * it (a private-only scheme refuses that spec instead), and again by the
+ * private lock once its bits are 0600. The lock's directory is held to the
+ * same rule, unless it is sticky like /tmp. */
 static bool untrusted(const struct strategy *s, const char *dir) {
     char state[HARNESS_PATH_MAX];
     path_join(state, sizeof state, dir, s->guard_name != NULL ? s->guard_name : s->lock_name);
     lock_handle *h = NULL, *shared = NULL;
     OPEN(h, s, dir, NULL);
-    OPEN(shared, s, dir, "mode=0666");
+    if (private_only(s)) {
+        char spec[HARNESS_PATH_MAX + 64];
+        make_spec(spec, sizeof spec, s, dir, "mode=0666");
+        if (!open_fails(spec, LOCK_ERR_SPEC_BAD_VALUE, "mode")) return false;
+    } else {
+        OPEN(shared, s, dir, "mode=0666");
+    }
     uint64_t fence = 0;
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
@@ -1584,14 +1703,18 @@ static bool untrusted(const struct strategy *s, const char *dir) {
               "%s was written while untrusted", state);
 
     /* a lock everyone may take trusts it */
-    uint64_t shared_fence = 0;
-    CHECK_RC(lock_try_acquire(shared, &shared_fence), LOCK_OK);
-    CHECK_MSG(shared_fence > fence, "fence %" PRIu64 " after %" PRIu64, shared_fence, fence);
-    CHECK_RC(lock_release(shared, 0), LOCK_OK);
+    uint64_t last_fence = fence;
+    if (shared != NULL) {
+        uint64_t shared_fence = 0;
+        CHECK_RC(lock_try_acquire(shared, &shared_fence), LOCK_OK);
+        CHECK_MSG(shared_fence > last_fence, "fence %" PRIu64 " after %" PRIu64, shared_fence, last_fence);
+        CHECK_RC(lock_release(shared, 0), LOCK_OK);
+        last_fence = shared_fence;
+    }
     /* its owner closes it again: trusted again */
     CHECK(chmod(state, 0600) == 0);
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
-    CHECK_MSG(fence > shared_fence, "fence %" PRIu64 " after %" PRIu64, fence, shared_fence);
+    CHECK_MSG(fence > last_fence, "fence %" PRIu64 " after %" PRIu64, fence, last_fence);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
 
     /* a directory others may write, without the sticky bit: refused, and
@@ -1617,7 +1740,7 @@ static bool untrusted(const struct strategy *s, const char *dir) {
               "the message \"%s\" does not name the directory %s and its mode", message, dir);
     CHECK_RC(in_sticky_dir, LOCK_OK);
     CLOSE(h);
-    CLOSE(shared);
+    if (shared != NULL) CLOSE(shared);
     return true;
 }
 

@@ -404,6 +404,10 @@ HARNESS_UNUSED static bool make_temp_dir(char *out, size_t len, const char *tag)
  *   lease     the lease file data (one fixed-size line); no guard.
  *   toplock   the queue file data (a header line, then an append-only log);
  *             no guard.
+ *   shm       the file data, 4 KiB, mapped shared by every process that
+ *             uses the lock (SHM_FILE_LEN below): a lease changed under a
+ *             section word in it; no guard, no file lock.
+ *             Private only (private_only below).
  *
  * Temporary files are `<lock>.<32 random hex digits>`, made and renamed or
  * linked into place at once: none is ever left behind.
@@ -433,6 +437,35 @@ struct strategy {
 HARNESS_UNUSED static struct strategy STRATEGIES[] = {LOCKCORE_SCHEMES(HARNESS_SCHEME)};
 #undef HARNESS_SCHEME
 #define STRATEGY_COUNT (sizeof STRATEGIES / sizeof STRATEGIES[0])
+
+/* Whether a scheme takes only locks private to their owner (mode=0600):
+ * every process that uses a shm lock maps its file, and whoever may write a
+ * mapped file may shorten it under the others, who die of SIGBUS at their
+ * next touch. So its spec refuses a mode that lets others write (0660,
+ * 0666, 0606) with LOCK_ERR_SPEC_BAD_VALUE about `mode`, and the cases that
+ * share a lock check that refusal instead. Not a fact lockcore lists. */
+HARNESS_UNUSED static bool private_only(const struct strategy *s) {
+    return strcmp(s->name, "shm") == 0;
+}
+
+/* A shm lock's file, made complete by the library and then changed only in
+ * place, through the mapping: a header line (`shm 2 ...`), the section word
+ * that orders every change at LOCKCORE_SHM_SECTION_AT (as lockcore states it), the
+ * index of the active slot (0 or 1) at SHM_ACTIVE_AT, and two slots, each
+ * holding a lease line as the lease scheme writes it. The lock's state is
+ * the line in the active slot. */
+#define SHM_FILE_LEN 4096
+#define SHM_ACTIVE_AT 128
+#define SHM_SLOT_0_AT 256
+#define SHM_SLOT_1_AT 640
+
+/* Where the active slot's lease line starts in a whole shm file, or 0 when
+ * its index is neither 0 nor 1 (no file the library made). */
+HARNESS_UNUSED static size_t shm_active_slot(const char *file) {
+    uint32_t index;
+    memcpy(&index, file + SHM_ACTIVE_AT, sizeof index);
+    return index == 0 ? SHM_SLOT_0_AT : index == 1 ? SHM_SLOT_1_AT : 0;
+}
 
 /* The scheme called `name`, or NULL. The cases about what one scheme alone
  * does find it by name; they fail (CHECK) if it is gone. */

@@ -23,6 +23,7 @@ use crate::strategy::lease::Lease;
 use crate::strategy::lockfile::LockFile;
 use crate::strategy::mkdir::Mkdir;
 use crate::strategy::redis::Redis;
+use crate::strategy::shm::Shm;
 use crate::strategy::symlink::Symlink;
 use crate::strategy::toplock::Toplock;
 use crate::strategy::{Abilities, Strategy};
@@ -261,6 +262,15 @@ schemes! {
         target: Path,
         keys: [],
         abilities: [Prolong, Cooldown, Break, Queue, Commit, Files],
+    }
+    /// A lease in a shared mapping of a small file, changed under a word of
+    /// that page and woken by a futex: for the processes of one
+    /// user on one host that want the cheapest lock.
+    Shm = "shm" {
+        strategy: Shm,
+        target: Path,
+        keys: [signal],
+        abilities: [Prolong, Cooldown, Break, Commit, Files, OwnWake],
     }
     /// A lease on a Redis server, for processes on several hosts: one Lua
     /// script per operation, waiters queued and woken by the server.

@@ -377,6 +377,13 @@ fn parse_query(scheme: Scheme, query: &[u8], options: &mut Options) -> Result<()
     if options.format.is_some() && options.ext.is_some() {
         return Err(bad_value(b"ext", "cannot be combined with format; format names the whole path"));
     }
+    if scheme == Scheme::Shm && crate::trust::Sharing::new(options.mode).writable_by_others() {
+        return Err(bad_value(
+            b"mode",
+            "must be 0600 for a shm lock: other users who may write its file could shorten it under the \
+             mapping of every process that uses it",
+        ));
+    }
     if options.signal.is_some() && options.mode & 0o077 != 0 {
         return Err(bad_value(
             b"signal",
@@ -580,6 +587,10 @@ mod tests {
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"ext"[..]));
         let e = err("lockfile:/x?format=/var/run/%25F.%25p");
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"format"[..]));
+        for mode in ["0660", "0666"] {
+            let e = err(&std::format!("shm:/x?mode={mode}"));
+            assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"mode"[..]), "shm mode={mode}");
+        }
         let e = err("lease:/x?signal=KILL&mode=0660");
         assert_eq!((e.kind, e.key()), (SpecErrorKind::BadValue, &b"signal"[..]));
         let e = err("lockfile:/x?stale=maybe");

@@ -972,6 +972,34 @@ impl SharedMapping {
         // SAFETY: as in `word32`, with 8-byte alignment.
         unsafe { &*self.base.as_ptr().add(offset).cast::<core::sync::atomic::AtomicU64>() }
     }
+
+    /// Copies the bytes at `offset` into `out`. For bytes that change only
+    /// under a lock the caller holds (a word of the mapping), so
+    /// that no other process writes them meanwhile; bytes that a process
+    /// outside that rule scribbles on are read as whatever they hold, and
+    /// must be checked like any file content.
+    pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
+        assert!(offset <= self.len && out.len() <= self.len - offset, "bytes outside the mapping");
+        // A volatile copy, byte by byte: the compiler may not assume that
+        // shared memory holds still between reads.
+        for (i, byte) in out.iter_mut().enumerate() {
+            // SAFETY: in bounds (asserted); `out` is our own memory, which
+            // the mapping cannot overlap.
+            *byte = unsafe { core::ptr::read_volatile(self.base.as_ptr().add(offset + i)) };
+        }
+    }
+
+    /// Writes `bytes` at `offset`; as [`read_bytes`](Self::read_bytes),
+    /// under the lock that orders writers.
+    pub fn write_bytes(&self, offset: usize, bytes: &[u8]) {
+        assert!(offset <= self.len && bytes.len() <= self.len - offset, "bytes outside the mapping");
+        // Volatile, as in `read_bytes`.
+        for (i, &byte) in bytes.iter().enumerate() {
+            // SAFETY: in bounds (asserted), into the writable mapping, from
+            // memory of ours.
+            unsafe { core::ptr::write_volatile(self.base.as_ptr().add(offset + i), byte) };
+        }
+    }
 }
 
 impl Drop for SharedMapping {

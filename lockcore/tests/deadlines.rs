@@ -6,7 +6,10 @@
 //! The flooding process is a child that holds that file with an exclusive
 //! open-file-description lock (`fcntl(F_OFD_SETLK)`, as the library takes
 //! it), or, for `flock`, also holds `flock(2)` on the target (as `flock(1)`
-//! would). What the library promises, and these tests hold it to:
+//! would). A `shm` lock takes no file lock: its changes are ordered by the
+//! section word in its mapped file, which the flooder holds instead
+//! (`common::shm_lock::SectionWord`). What the library promises, and these
+//! tests hold it to:
 //! * `try_acquire` waits at most 50 ms for that file and answers `Busy`
 //!   (checked here against a generous bound, well under 2 s);
 //! * `acquire(budget)` answers `Timeout` by its budget (checked with a
@@ -36,6 +39,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 use common::files::{ofd_lock, tree, tree_changes, try_flock};
+use common::shm_lock::{self, SectionWord};
 use common::users::{check_identity, shm_for_everyone, SharedDir, TestUser, TestUsers};
 use common::*;
 use lockcore::wait::{Sleep, Wake, WakeSource};
@@ -88,13 +92,22 @@ fn mono_ns() -> u64 {
     MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u64
 }
 
-/// Holds `path` (`how`: `ofd`, an exclusive OFD lock; `flock`, `flock(2)`)
+/// Holds `path` (`how`: `ofd`, an exclusive OFD lock; `flock`, `flock(2)`;
+/// `section`, the section word of a `shm` lock's mapping)
 /// until the gate [`STOP`] opens (`until`: `gate`) or [`FLOOD_OVERRUN`]
 /// after the deadline in [`DEADLINE`] (`until`: `deadline`). With `until`
 /// `deadline-after-start`, waits for the gate [`START`] first.
 fn flood(shm: &Shm, path: &Path, how: &str, until: &str) {
     if until == "deadline-after-start" {
         shm.wait_gate(START);
+    }
+    if how == "section" {
+        let word = SectionWord::of(path);
+        word.take();
+        shm.at(READY).store(1, SeqCst);
+        hold_until(shm, until);
+        word.release();
+        return;
     }
     let file = match how {
         "ofd" => OpenOptions::new().read(true).write(true).open(path),
@@ -116,6 +129,13 @@ fn flood(shm: &Shm, path: &Path, how: &str, until: &str) {
         std::thread::sleep(Duration::from_micros(200));
     }
     shm.at(READY).store(1, SeqCst);
+    hold_until(shm, until);
+    drop(file);
+}
+
+/// Waits until the gate [`STOP`] opens (`until`: `gate`), or until
+/// [`FLOOD_OVERRUN`] after the deadline in [`DEADLINE`].
+fn hold_until(shm: &Shm, until: &str) {
     if until == "gate" {
         shm.wait_gate(STOP);
     } else {
@@ -125,7 +145,14 @@ fn flood(shm: &Shm, path: &Path, how: &str, until: &str) {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    drop(file);
+}
+
+/// How a flooder holds what orders `scheme`'s changes.
+fn guard_kind(scheme: Scheme) -> &'static str {
+    match scheme {
+        Scheme::Shm => "section",
+        _ => "ofd",
+    }
 }
 
 fn errno_of(result: std::io::Result<bool>) -> u64 {
@@ -250,7 +277,7 @@ fn acquisitions_answer_by_their_deadlines_while_the_guard_is_flooded() {
         let (_, mut lock) = made_lock(scheme, dir.path(), "ttl=1h");
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();
-        start_flood(&mut children, &shm, &scheme.state_path(dir.path()), "ofd", "gate");
+        start_flood(&mut children, &shm, &scheme.state_path(dir.path()), guard_kind(scheme), "gate");
         check_acquisitions(&mut lock, |c| *c == Contention::GuardHeld, "guard flooded");
         shm.open_gate(STOP);
         children.expect_success("flooder");
@@ -277,7 +304,7 @@ fn no_acquisition_answers_ok_after_its_deadline() {
         let (_, mut lock) = made_lock(scheme, dir.path(), "ttl=1h");
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();
-        start_flood(&mut children, &shm, &scheme.state_path(dir.path()), "ofd", "deadline");
+        start_flood(&mut children, &shm, &scheme.state_path(dir.path()), guard_kind(scheme), "deadline");
         let budget = Duration::from_millis(100);
         shm.at(DEADLINE).store(mono_ns() + budget.as_nanos() as u64, SeqCst);
         let (result, took) = timed(|| lock.acquire(Some(budget)));
@@ -325,7 +352,7 @@ fn a_flood_that_starts_while_an_acquire_waits_does_not_stretch_it() {
         holder.try_acquire().unwrap();
         let shm = Shm::create(&dir.join("shm"));
         let mut children = Children::new();
-        start_flood(&mut children, &shm, &scheme.state_path(dir.path()), "ofd", "deadline-after-start");
+        start_flood(&mut children, &shm, &scheme.state_path(dir.path()), guard_kind(scheme), "deadline-after-start");
         let mut waiter = open_lock(&spec);
         let budget = Duration::from_millis(300);
         let mut wake = FloodOnFirstWait { shm: &shm, started: false };
@@ -357,7 +384,7 @@ fn changes_under_a_flood(scheme: Scheme) -> Result<(), String> {
     holder.try_acquire().unwrap();
     let shm = Shm::create(&dir.join("shm"));
     let mut children = Children::new();
-    start_flood(&mut children, &shm, &scheme.state_path(&locks), "ofd", "gate");
+    start_flood(&mut children, &shm, &scheme.state_path(&locks), guard_kind(scheme), "gate");
     let before = tree(&locks);
 
     let answers = std::thread::scope(|s| {
@@ -373,6 +400,10 @@ fn changes_under_a_flood(scheme: Scheme) -> Result<(), String> {
         ]
     });
     let after = tree(&locks);
+    // A `shm` lock's waiters mark its section word (a sleeping bit) through
+    // the mapping, which the kernel dates as a write: the lease beside it is
+    // what must not change.
+    let (before, after) = (shm_lock::lease_only(before), shm_lock::lease_only(after));
     shm.open_gate(STOP);
     children.expect_success("flooder");
 

@@ -6,7 +6,13 @@
 //!   directory, its owner and mode;
 //! * a lock shared with a group is refused in a directory anyone may write
 //!   (sticky or not: anyone may create its files there first) and in one a
-//!   foreign group may write; and a file of it whose group is foreign;
+//!   foreign group may write; and a file of it whose group is foreign. A
+//!   `shm` lock cannot be shared at all (`common::private_only`): its spec
+//!   with `mode=0660` is refused for its `mode`, and nothing is made;
+//! * a file of a private lock that its owner made writable by others after
+//!   a handle used it (a `chmod` by hand) is refused by that handle too, and
+//!   not written; once private again it is taken: a handle that keeps the
+//!   file open (or mapped, as `shm` does) judges it anew at every call;
 //! * a directory reached through a symlink (`/var/lock` -> `/run/lock`) is
 //!   judged as the directory it is, not as the link;
 //! * a socket where a lock's file belongs is no lock (`NotALock`), not a
@@ -51,6 +57,17 @@ fn refused(spec: &str, file: FileRole) {
     assert_eq!((err.kind(), err.file()), (ErrorKind::Untrusted, Some(file)), "{spec}: {}", lock.describe(&err));
 }
 
+/// [`refused`] for `spec`, a lock of `scheme` shared with a group, in `dir`:
+/// a scheme that is private only refuses the spec itself, before it
+/// touches `dir`.
+fn shared_refused(scheme: Scheme, dir: &Path, spec: &str, file: FileRole) {
+    if open_shared(scheme, spec).is_some() {
+        refused(spec, file);
+    } else {
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0, "{spec}: refused, but made something in {dir:?}");
+    }
+}
+
 #[test]
 fn a_private_lock_in_another_users_directory_is_refused() {
     if !is_root() {
@@ -74,14 +91,14 @@ fn a_lock_shared_with_a_group_is_refused_where_others_may_write() {
         let like_tmp = dir.join("like-tmp");
         std::fs::create_dir(&like_tmp).unwrap();
         set_mode(&like_tmp, 0o1777);
-        refused(&scheme.spec(&like_tmp, "mode=0660"), FileRole::Directory);
+        shared_refused(scheme, &like_tmp, &scheme.spec(&like_tmp, "mode=0660"), FileRole::Directory);
         if is_root() {
             // A group this process is not in may write it.
             let foreign = dir.join("foreign");
             std::fs::create_dir(&foreign).unwrap();
             chown(&foreign, None, Some(foreign_group()));
             set_mode(&foreign, 0o2770);
-            refused(&scheme.spec(&foreign, "mode=0660"), FileRole::Directory);
+            shared_refused(scheme, &foreign, &scheme.spec(&foreign, "mode=0660"), FileRole::Directory);
         }
     });
 }
@@ -97,14 +114,38 @@ fn a_file_a_foreign_group_may_write_is_refused() {
         std::fs::create_dir(&shared).unwrap();
         set_mode(&shared, 0o770);
         let spec = scheme.spec(&shared, "mode=0660");
+        // No file of a private-only scheme is ever shared with a group.
+        let Some(mut lock) = open_shared(scheme, &spec) else { return };
         // The library makes the lock's files, then one of them changes group.
-        open_lock(&spec).inspect().unwrap();
+        lock.inspect().unwrap();
         let state = scheme.state_path(&shared);
         let before = std::fs::read(&state).unwrap();
         chown(&state, None, Some(foreign_group()));
         let role = if scheme.guard_path(&shared).is_some() { FileRole::Guard } else { FileRole::Lock };
         refused(&spec, role);
         assert_eq!(std::fs::read(&state).unwrap(), before, "nothing was written to it");
+    });
+}
+
+#[test]
+fn a_file_made_writable_by_others_is_refused_by_a_handle_that_used_it() {
+    each_file_scheme("file-opened", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let mut lock = open_lock(&spec);
+        lock.try_acquire().unwrap();
+        lock.release(std::time::Duration::ZERO).unwrap();
+        let state = scheme.state_path(dir.path());
+        let before = std::fs::read(&state).unwrap();
+        set_mode(&state, 0o666);
+        let role = if scheme.guard_path(dir.path()).is_some() { FileRole::Guard } else { FileRole::Lock };
+        let kind_and_file = |result: Result<(), lockcore::Error>| result.map_err(|e| (e.kind(), e.file()));
+        let refusal = Err((ErrorKind::Untrusted, Some(role)));
+        assert_eq!(kind_and_file(lock.try_acquire().map(|_| ())), refusal, "{spec}: try_acquire");
+        assert_eq!(kind_and_file(lock.inspect().map(|_| ())), refusal, "{spec}: inspect");
+        assert_eq!(std::fs::read(&state).unwrap(), before, "{spec}: written while others may write it");
+        set_mode(&state, 0o600);
+        lock.try_acquire().unwrap_or_else(|e| panic!("{spec}: private again: {e}"));
+        lock.release(std::time::Duration::ZERO).unwrap();
     });
 }
 

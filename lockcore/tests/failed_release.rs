@@ -15,6 +15,9 @@
 //!   the other handle is refused by the same damage.
 //! * `lease`, `toplock`: the lease line, the queue's header
 //!   (`Corrupt(Record)`); the other handle is refused by the same damage.
+//! * `shm`: the lease line in the active slot of its file, written where
+//!   the holder's mapping sees it at once (`Corrupt(Record)`); the other
+//!   handle is refused by the same damage.
 
 mod common;
 
@@ -26,9 +29,10 @@ use common::*;
 use lockcore::internals::GUARD_RECORD_LEN;
 use lockcore::{CorruptKind, ErrorKind, FileRole};
 
-/// Where in its state file the scheme keeps what a release reads, as an
-/// offset of the first byte to damage, and what the damage is refused as.
-fn what_a_release_reads(scheme: Scheme) -> (u64, FileRole, CorruptKind) {
+/// Where in its state file (`intact`, as the holder left it) the scheme
+/// keeps what a release reads, as an offset of the first byte to damage,
+/// and what the damage is refused as.
+fn what_a_release_reads(scheme: Scheme, intact: &[u8]) -> (u64, FileRole, CorruptKind) {
     match scheme {
         // The holder's record, after the guard line.
         Scheme::Flock => (GUARD_RECORD_LEN as u64, FileRole::Guard, CorruptKind::Record),
@@ -37,6 +41,8 @@ fn what_a_release_reads(scheme: Scheme) -> (u64, FileRole, CorruptKind) {
         // The line after `lease 2 `, the header after `H 4 `.
         Scheme::Lease => (8, FileRole::Lock, CorruptKind::Record),
         Scheme::Toplock => (4, FileRole::Lock, CorruptKind::Record),
+        // The active slot's line, after its `lease 2 `.
+        Scheme::Shm => (shm_lock::active_slot(intact).start as u64 + 8, FileRole::Lock, CorruptKind::Record),
         other => unknown_format(other),
     }
 }
@@ -55,7 +61,7 @@ fn a_failed_release_keeps_the_lock() {
         holder.try_acquire().unwrap();
         let intact = std::fs::read(&state).unwrap();
 
-        let (offset, file, corrupt) = what_a_release_reads(scheme);
+        let (offset, file, corrupt) = what_a_release_reads(scheme, &intact);
         let damage = b"#not-a-record-or-a-number#";
         assert!(intact.len() >= offset as usize + damage.len(), "{} bytes held", intact.len());
         write_at(&state, damage, offset);

@@ -14,8 +14,19 @@
 //! either way it is left exactly as it was. For `toplock` this is the
 //! queue's first line, its header: cut short, or cut short with the rest of
 //! the log after it, or with another version, it is `Corrupt`; overwritten
-//! with zeros or emptied, `NotALock`. Once an operator removes the damaged
-//! file, the lock works again and its fences go on growing.
+//! with zeros or emptied, `NotALock`. For `shm` it is the header line of
+//! its 4 KiB file (`shm 1 `): another version, or the file cut short
+//! (which must not be mapped: a page past its end faults), is `Corrupt`;
+//! zeros over its start, or emptied, `NotALock`. Each damage is refused by
+//! a handle that had the file mapped before as by a new one; the damage is
+//! made in place (the same inode), so the first must look again. Once an
+//! operator removes the damaged file, the lock works again and its fences
+//! go on growing.
+//!
+//! Each scheme's damages run in a child process of their own: a handle
+//! that touched a mapping past the end of a file cut short under it would
+//! die of `SIGBUS`, which is reported as such, not as the end of every
+//! test in this binary.
 //!
 //! Every fence handed out here is strictly greater than every earlier one
 //! and never below the wall clock in microseconds at the moment it was
@@ -23,6 +34,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -133,30 +145,55 @@ const DAMAGES: &[Damage] = &[
 ];
 
 #[test]
+fn child_entry() {
+    child_main(run_role);
+}
+
+fn run_role(role: &str) {
+    assert_eq!(role, "damages");
+    let scheme = Scheme::from_name(var("SCHEME").as_bytes()).expect("a scheme of this build");
+    damaged_state_files_are_refused(scheme, Path::new(&var("DIR")));
+}
+
+/// Every damage of [`DAMAGES`] in turn, on the state file of `scheme`'s
+/// lock in `dir`, refused by a handle that used the file before and by a
+/// new one; then the file is removed, and fences go on growing.
+fn damaged_state_files_are_refused(scheme: Scheme, dir: &Path) {
+    let spec = scheme.spec(dir, "ttl=1h");
+    let state = scheme.state_path(dir);
+    let mut fences = Fences::default();
+    let mut lock = open_lock(&spec);
+    for _ in 0..3 {
+        fences.take(&mut lock, "before any damage");
+    }
+    for damage in DAMAGES {
+        let what = damage.name;
+        let damaged = (damage.make)(&std::fs::read(&state).unwrap());
+        std::fs::write(&state, &damaged).unwrap();
+        let expected = if damage.keeps_marker { corrupt_state(scheme, dir) } else { ErrorKind::NotALock };
+        let mut other = open_lock(&spec);
+        assert_eq!(lock.try_acquire().map_err(|e| e.kind()), Err(expected), "{what}: try_acquire");
+        assert_eq!(other.try_acquire().map_err(|e| e.kind()), Err(expected), "{what}: another handle");
+        assert_eq!(other.inspect().map_err(|e| e.kind()), Err(expected), "{what}: inspect");
+        assert_eq!(std::fs::read(&state).unwrap(), damaged, "{what}: the damaged file was written");
+        assert_eq!(lock.held(), None, "{what}");
+        // The operator removes it; the count goes on above every fence.
+        std::fs::remove_file(&state).unwrap();
+        fences.take(&mut other, what);
+        fences.take(&mut lock, what);
+    }
+}
+
+#[test]
 fn a_torn_or_overwritten_state_file_is_refused_and_fences_never_restart_low() {
     each_file_scheme("fence-after-damage", |scheme, dir| {
-        let spec = scheme.spec(dir.path(), "ttl=1h");
-        let state = scheme.state_path(dir.path());
-        let mut fences = Fences::default();
-        let mut lock = open_lock(&spec);
-        for _ in 0..3 {
-            fences.take(&mut lock, "before any damage");
-        }
-        for damage in DAMAGES {
-            let what = damage.name;
-            let damaged = (damage.make)(&std::fs::read(&state).unwrap());
-            std::fs::write(&state, &damaged).unwrap();
-            let expected = if damage.keeps_marker { corrupt_state(scheme, dir.path()) } else { ErrorKind::NotALock };
-            let mut other = open_lock(&spec);
-            assert_eq!(lock.try_acquire().map_err(|e| e.kind()), Err(expected), "{what}: try_acquire");
-            assert_eq!(other.try_acquire().map_err(|e| e.kind()), Err(expected), "{what}: another handle");
-            assert_eq!(other.inspect().map_err(|e| e.kind()), Err(expected), "{what}: inspect");
-            assert_eq!(std::fs::read(&state).unwrap(), damaged, "{what}: the damaged file was written");
-            assert_eq!(lock.held(), None, "{what}");
-            // The operator removes it; the count goes on above every fence.
-            std::fs::remove_file(&state).unwrap();
-            fences.take(&mut other, what);
-            fences.take(&mut lock, what);
+        let vars = [("SCHEME", scheme.name().to_owned()), ("DIR", dir.path().display().to_string())];
+        let status = wait_patiently(&mut spawn("damages", &vars));
+        // The child's own failure, if any, is on stderr above.
+        match status.signal() {
+            Some(libc::SIGBUS) => panic!("killed by SIGBUS: a mapping was touched past the end of its file"),
+            Some(signal) => panic!("killed by signal {signal}"),
+            None => assert!(status.success(), "the damages failed: {status}"),
         }
     });
 }

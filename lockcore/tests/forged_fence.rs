@@ -19,8 +19,13 @@
 //!   (`Scheme::breaks_stale_locks`): a record left behind decides nothing,
 //!   and the next fence follows the guard line.
 //!
+//! A `shm` lock's state is the lease line in the active slot of its file:
+//! the forger writes a whole file of that format with its line there.
+//!
 //! A refused attempt writes nothing, except that a queue is a log: there the
-//! attempt leaves its request and its withdrawal behind. After an operator
+//! attempt leaves its request and its withdrawal behind. (A `shm` attempt
+//! takes the section word in its file, which writes the word and so moves
+//! the mtime: the rest of the file is what must not change.) After an operator
 //! removes the forged file, every fence handed out is strictly greater
 //! than every earlier one and never below the wall clock in microseconds
 //! at the moment it was handed out.
@@ -88,6 +93,9 @@ fn state_at_largest_fence(scheme: Scheme, dir: &Path) -> Vec<u8> {
     match scheme {
         Scheme::Lease => LeaseState::Free { not_before: None, fence: u64::MAX }.encode().as_bytes().to_vec(),
         Scheme::Toplock => queue_header(u64::MAX).encode().as_bytes().to_vec(),
+        Scheme::Shm => {
+            shm_lock::with_state(&shm_lock::new_file(), &LeaseState::Free { not_before: None, fence: u64::MAX })
+        }
         Scheme::Lockfile | Scheme::Mkdir | Scheme::Flock | Scheme::Symlink => {
             unreachable!("{} keeps a guard", scheme.name())
         }
@@ -116,7 +124,10 @@ fn a_state_file_at_the_largest_fence_is_refused() {
         let after = lock.inspect().unwrap();
         assert_eq!((after.last_fence, after.holder), (u64::MAX, None), "nobody was let in");
         if !is_a_log {
-            assert_eq!(std::fs::read(&state).unwrap(), forged, "the forged file was written");
+            // Of a `shm` file, but for the section word the attempts took.
+            let (after, forged) =
+                (shm_lock::without_section(&std::fs::read(&state).unwrap()), shm_lock::without_section(&forged));
+            assert_eq!(after, forged, "the forged file was written");
         }
 
         std::fs::remove_file(&state).unwrap();
@@ -160,6 +171,7 @@ fn leave_expired_at_largest_fence(scheme: Scheme, dir: &Path) {
             set_mtime(&lock, a_second_ago);
         }
         Scheme::Lease => std::fs::write(&lock, LeaseState::Held(record).encode().as_bytes()).unwrap(),
+        Scheme::Shm => shm_lock::forge(&lock, &LeaseState::Held(record)),
         Scheme::Toplock => {
             // A request granted until a second ago, at the largest fence.
             let now = BootTime::now().nanos();
@@ -180,6 +192,13 @@ fn leave_expired_at_largest_fence(scheme: Scheme, dir: &Path) {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
+}
+
+/// What is at `path`, to the inode and mtime, but for what a `shm`
+/// attempt changes by taking the section word in its file: that word, and so the
+/// mtime ([`shm_lock::lease_only`]).
+fn what_a_refusal_keeps(path: &Path) -> common::files::Tree {
+    shm_lock::lease_only(common::files::tree(path))
 }
 
 #[test]
@@ -205,7 +224,7 @@ fn an_expired_holder_at_the_largest_fence_is_refused_not_broken() {
             std::fs::remove_file(&lock_path).unwrap();
         }
         leave_expired_at_largest_fence(scheme, dir.path());
-        let before = snapshot(&lock_path);
+        let before = what_a_refusal_keeps(&lock_path);
 
         let seen = lock.inspect().expect("the forged lock parses");
         assert_eq!(seen.last_fence, u64::MAX);
@@ -214,7 +233,7 @@ fn an_expired_holder_at_the_largest_fence_is_refused_not_broken() {
         assert_eq!(lock.held(), None);
         assert_eq!(lock.inspect().unwrap().last_fence, u64::MAX, "the forged fence still counts");
         if !is_a_log {
-            assert_eq!(snapshot(&lock_path), before, "the stale lock was broken and forgotten");
+            assert_eq!(what_a_refusal_keeps(&lock_path), before, "the stale lock was broken and forgotten");
         }
 
         match std::fs::symlink_metadata(&lock_path) {

@@ -17,6 +17,10 @@
 //! Without `mode` the lock is private, 0600: the files are no longer 0666
 //! less the umask, as they were before a lock said who may take it.
 //!
+//! A `shm` lock is its one file, which gets `mode` as the lease does; but
+//! only 0600: its spec refuses 0660 and 0666 for their `mode`
+//! (`common::private_only`), which is checked instead.
+//!
 //! Checked for 0600, 0660 and 0666 (and no `mode`) on every scheme, under a
 //! restrictive umask (077, which would take every bit from group and
 //! others) and a permissive one (000, which would leave a private lock's
@@ -74,6 +78,10 @@ fn run_role(role: &str) {
             // anyone could plant its files first); the others in one like /tmp.
             let dir_mode = if mode == 0o660 { 0o770 } else { 0o1777 };
             std::fs::set_permissions(&case, std::fs::Permissions::from_mode(dir_mode)).unwrap();
+            // A private-only scheme refuses the spec itself, which is checked.
+            if mode & 0o066 != 0 && open_shared(scheme, &scheme.spec(&case, query)).is_none() {
+                continue;
+            }
             check_modes(scheme, &case, query, mode);
         }
     });
@@ -123,7 +131,7 @@ fn check_held(scheme: Scheme, dir: &Path, mode: u32, what: &str) {
             assert!(std::fs::symlink_metadata(&lock_path).unwrap().file_type().is_symlink(), "{what}")
         }
         // The lock is the state file, checked above.
-        Scheme::Lease | Scheme::Toplock => assert!(state_files.contains(&lock_path), "{what}"),
+        Scheme::Lease | Scheme::Toplock | Scheme::Shm => assert!(state_files.contains(&lock_path), "{what}"),
         other => unknown_format(other),
     }
 }

@@ -1,11 +1,13 @@
 //! Time is read once the lock can no longer change, not before waiting for
 //! it. Every scheme waits for something that excludes the other processes
 //! while the lock changes (a guard file; for `flock`, its state file
-//! `<target>.guard`; the lease file; the queue file), and that wait can be
-//! long on a loaded machine. Here a thread holds that exclusion as another
-//! process's guard section would: with an open-file-description lock
-//! (`fcntl(F_OFD_SETLK)`, `F_WRLCK`) of its own, which is what the library
-//! takes (a `flock(2)` would not conflict with it). On every scheme:
+//! `<target>.guard`; the lease file; the queue file; the section word in a `shm`
+//! lock's file), and that wait can be long on a loaded machine. Here a
+//! thread holds that exclusion as another process's guard section would:
+//! with an open-file-description lock (`fcntl(F_OFD_SETLK)`, `F_WRLCK`) of
+//! its own, which is what the library takes (a `flock(2)` would not
+//! conflict with it); for `shm`, which takes no file lock, by holding that
+//! word (`common::shm_lock::SectionWord`). On every scheme:
 //! * a commit that waited past the TTL answers `Expired` and leaves the
 //!   target alone (judged by the clock before the wait, it would commit);
 //! * an acquisition that waited gets its whole TTL from the moment it
@@ -25,6 +27,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::shm_lock::SectionWord;
 use common::*;
 use lockcore::{CPath, CommitOutcome, Moment, Owner, WallTime};
 
@@ -44,14 +47,29 @@ fn ofd_lock(file: &File, l_type: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// Holds an exclusive OFD lock on `path` (a file the library made) from
-/// another thread until `let_go` says so; returns once the lock is taken,
-/// with the thread's handle, which yields the wall-clock time just before
-/// it let go.
-fn hold_exclusion(path: &Path, mut let_go: impl FnMut() -> bool + Send + 'static) -> std::thread::JoinHandle<WallTime> {
-    let file = File::options().read(true).write(true).open(path).unwrap();
+/// Holds what excludes other processes while `scheme`'s lock in `dir`
+/// changes, from another thread until `let_go` says so: an exclusive OFD
+/// lock on its state file, or the section word in a `shm` lock's file (files the
+/// library made). Returns once it is taken, with the thread's handle,
+/// which yields the wall-clock time just before it let go.
+fn hold_exclusion(
+    scheme: Scheme,
+    dir: &Path,
+    mut let_go: impl FnMut() -> bool + Send + 'static,
+) -> std::thread::JoinHandle<WallTime> {
+    let path = scheme.state_path(dir);
     let (taken, is_taken) = mpsc::channel();
     let holder = std::thread::spawn(move || {
+        if scheme == Scheme::Shm {
+            let word = SectionWord::of(&path);
+            word.take();
+            taken.send(()).unwrap();
+            wait_until("the time to let go", &mut let_go);
+            let letting_go = wall_now();
+            word.release();
+            return letting_go;
+        }
+        let file = File::options().read(true).write(true).open(&path).unwrap();
         ofd_lock(&file, libc::F_WRLCK).expect("the exclusion is free");
         taken.send(()).unwrap();
         wait_until("the time to let go", &mut let_go);
@@ -74,7 +92,7 @@ fn a_commit_that_waited_past_the_ttl_is_expired() {
         std::fs::write(&target, "old").unwrap();
         // The commit gets its turn only after the expiry.
         let owner = Owner::current().unwrap();
-        let holder = hold_exclusion(&scheme.state_path(dir.path()), move || expires.has_come(owner.now()));
+        let holder = hold_exclusion(scheme, dir.path(), move || expires.has_come(owner.now()));
         let outcome = lock.commit_file(&cpath(&temp), &cpath(&target));
         holder.join().unwrap();
         assert_eq!(outcome, Ok(CommitOutcome::Expired), "a commit whose turn came after the TTL");
@@ -94,7 +112,7 @@ fn an_acquisition_that_waited_gets_its_whole_ttl() {
         // Whichever attempt succeeds, its record is written after the
         // holder let go; acquire retries an attempt that gave up waiting.
         let hold = std::time::Instant::now() + Duration::from_millis(150);
-        let holder = hold_exclusion(&scheme.state_path(dir.path()), move || std::time::Instant::now() >= hold);
+        let holder = hold_exclusion(scheme, dir.path(), move || std::time::Instant::now() >= hold);
         let acquired = lock.acquire(Some(Duration::from_secs(60))).unwrap();
         let let_go = holder.join().unwrap();
         let expires = acquired.expires.expect("a TTL was asked for");

@@ -16,6 +16,9 @@
 //!   format) by a process on another host, then every file of it that
 //!   holds a record is cut to its first 20 bytes or loses its last byte, or
 //!   gets 1 MiB appended (a symlink 4000 bytes); cut records also aged;
+//! * **a damaged `shm` slot**: the lease line in the active slot of a `shm`
+//!   lock's file overwritten with garbage, or torn after 20 bytes (the
+//!   file whole and 4 KiB long, so it is mapped and its section word taken);
 //! * **the largest fence**: the lock is left held by a dead process, and
 //!   every fence in its files is made `u64::MAX`.
 //!
@@ -60,18 +63,23 @@
 //!   target is read up to the longest record, so it is only `Record`);
 //!   there is no owner to judge, so it is broken only by age (`ttl`), or
 //!   by an operator's `break_lock`;
-//! * a damaged guard, `lease` or `toplock` queue: `Corrupt`, for every
-//!   operation, never "repaired" and never aged out: it keeps the last
-//!   fence. Two exceptions follow from the formats: a guard is one
-//!   fixed-size line read alone, so bytes after it are ignored (and a
-//!   `flock` guard's record after its line decides nothing: the kernel
-//!   does; it is rewritten by the next holder); and a queue is a log whose
-//!   torn last line is skipped: a grant cut off is no grant, so the
-//!   request it was for waits at the head;
+//! * a damaged guard, `lease`, `toplock` queue or `shm` file: `Corrupt`,
+//!   for every operation, never "repaired" and never aged out: it keeps
+//!   the last fence. A `shm` file cut short is refused before it is mapped
+//!   (a page past its end would fault), and one whole but with garbage or
+//!   a torn line in its active slot is refused by what it holds: both are
+//!   `Corrupt(Record)`. Three exceptions follow from the formats: a guard
+//!   is one fixed-size line read alone, so bytes after it are ignored (and
+//!   a `flock` guard's record after its line decides nothing: the kernel
+//!   does; it is rewritten by the next holder); a `shm` file is a fixed
+//!   4 KiB mapped alone, so bytes after it are ignored too (the lock it
+//!   holds is held); and a queue is a log whose torn last line is skipped:
+//!   a grant cut off is no grant, so the request it was for waits at the
+//!   head;
 //! * the largest fence: no greater one is left, so nobody acquires
-//!   (`Corrupt(GuardState)`, for a lease or queue `Corrupt(Record)`), and
-//!   the stale lock is not broken for nothing; `inspect` shows the fence
-//!   and an operator can still break the lock.
+//!   (`Corrupt(GuardState)`, for a lease, queue or `shm` file
+//!   `Corrupt(Record)`), and the stale lock is not broken for nothing;
+//!   `inspect` shows the fence and an operator can still break the lock.
 //!
 //! `flock` cannot be broken (`Unsupported`): the kernel lock lasts exactly
 //! as long as its holder's descriptor.
@@ -176,6 +184,17 @@ enum Damage {
     Padded,
 }
 
+/// How the active slot of a `shm` lock's file is damaged, the file
+/// otherwise whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotDamage {
+    /// [`GARBAGE`] over the start of its lease line.
+    Garbage,
+    /// Its lease line cut after 20 bytes, zeros after them, as a write
+    /// that never finished would leave a slot it was the first to fill.
+    Torn,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Case {
     Planted {
@@ -190,6 +209,9 @@ enum Case {
         damage: Damage,
         aged: bool,
     },
+    /// The active slot of a `shm` lock's file, held by a process
+    /// elsewhere, damaged.
+    ShmSlot(SlotDamage),
     LargestFence,
 }
 
@@ -203,6 +225,7 @@ impl Case {
             Case::Damaged { file, damage, aged } => {
                 format!("{file:?} record {damage:?}{}", if *aged { ", older than the TTL" } else { "" })
             }
+            Case::ShmSlot(damage) => format!("shm active slot {damage:?}"),
             Case::LargestFence => "the largest fence".to_owned(),
         }
     }
@@ -234,6 +257,9 @@ fn cases(scheme: Scheme) -> Vec<Case> {
             cases.push(Case::Damaged { file, damage, aged: false });
         }
         cases.push(Case::Damaged { file, damage: Damage::Head, aged: true });
+    }
+    if scheme == Scheme::Shm {
+        cases.extend([Case::ShmSlot(SlotDamage::Garbage), Case::ShmSlot(SlotDamage::Torn)]);
     }
     cases.push(Case::LargestFence);
     cases
@@ -321,6 +347,11 @@ fn decide(scheme: Scheme, case: Case) -> Expected {
             _ => refused("Corrupt(GuardState)"),
         },
         Case::Damaged { damage, aged, .. } => match (scheme, damage) {
+            // The 4 KiB the library maps are whole, and hold the lock of a
+            // process elsewhere (no TTL); what follows them is never read.
+            (Shm, Damage::Padded) => Expected { acquire: "Busy", break_lock: "Ok(true)", kept: false, ..TAKEN },
+            // Cut short: refused before it is mapped, and left as it is.
+            (Shm, Damage::Head | Damage::Tail) => refused("Corrupt(Record)"),
             (Lease | Toplock, Damage::Padded) => refused("Corrupt(RecordTooLong)"),
             (Lease, _) | (Toplock, Damage::Head) => refused("Corrupt(Record)"),
             // The torn grant is no grant: the request waits at the head,
@@ -330,8 +361,11 @@ fn decide(scheme: Scheme, case: Case) -> Expected {
             (Lockfile | Mkdir, Damage::Padded) => broken_only_by_hand("Corrupt(RecordTooLong)"),
             _ => broken_only_by_hand("Corrupt(Record)"),
         },
+        // A file of its format, whose state does not parse.
+        Case::ShmSlot(_) => refused("Corrupt(Record)"),
         Case::LargestFence => {
-            let acquire = if matches!(scheme, Lease | Toplock) { "Corrupt(Record)" } else { "Corrupt(GuardState)" };
+            let acquire =
+                if matches!(scheme, Lease | Toplock | Shm) { "Corrupt(Record)" } else { "Corrupt(GuardState)" };
             // The queue skipped the dead head when it was tried: nothing to break.
             let break_lock = if scheme == Toplock { "Ok(false)" } else { "Ok(true)" };
             Expected { acquire, inspect: "Ok", break_lock, kept: false, largest_fence: true }
@@ -452,6 +486,13 @@ fn with_largest_fence(bytes: &[u8]) -> Vec<u8> {
         record.fence = MAX;
         record
     };
+    if shm_lock::is_shm_file(bytes) {
+        // The lease in its active slot.
+        return match shm_lock::state(bytes) {
+            LeaseState::Held(record) => shm_lock::with_state(bytes, &LeaseState::Held(max_record(record))),
+            free => panic!("a shm lock left held is free: {free:?}"),
+        };
+    }
     if bytes.len() >= GUARD_RECORD_LEN {
         if let Ok(mut state) = GuardState::parse(&bytes[..GUARD_RECORD_LEN], lockcore::FileRole::Guard) {
             // A guard line, and for flock the holder's record after it.
@@ -519,6 +560,18 @@ fn set_up(scheme: Scheme, d: &Path, case: Case) -> (String, PathBuf) {
                 set_mtime(&changed, ago(LONG_AGO));
                 set_mtime(&at, ago(LONG_AGO));
             }
+            (scheme.spec(d, QUERY), at)
+        }
+        Case::ShmSlot(how) => {
+            leave_lock(&scheme.spec(d, ""), elsewhere());
+            let at = scheme.lock_path(d);
+            let mut bytes = fs::read(&at).unwrap();
+            let slot = shm_lock::active_slot(&bytes);
+            match how {
+                SlotDamage::Garbage => bytes[slot.start..slot.start + GARBAGE.len()].copy_from_slice(GARBAGE),
+                SlotDamage::Torn => bytes[slot.start + 20..slot.end].fill(0),
+            }
+            rewrite(&at, &bytes);
             (scheme.spec(d, QUERY), at)
         }
         Case::LargestFence => {
@@ -618,7 +671,13 @@ fn run_case(scheme: Scheme, d: &Path, case: Case) -> Result<(), String> {
     let (spec, kept_path) = set_up(scheme, d, case);
     let expected = decide(scheme, case);
     let victims_before = victims(d);
-    let kept_before = tree(&kept_path);
+    // What the probe takes from a whole `shm` file it maps: its section word, and
+    // with it the mtime. The rest of the file must be kept.
+    let kept_tree = |path: &Path| match case {
+        Case::ShmSlot(_) => shm_lock::lease_only(tree(path)),
+        _ => tree(path),
+    };
+    let kept_before = kept_tree(&kept_path);
     let lock_name = scheme.lock_path(d).file_name().unwrap().to_str().unwrap().to_owned();
     let guard_name = scheme.guard_path(d).map(|g| g.file_name().unwrap().to_str().unwrap().to_owned());
     let helpers = |dir: &Path| {
@@ -644,7 +703,7 @@ fn run_case(scheme: Scheme, d: &Path, case: Case) -> Result<(), String> {
         wrong.push("a dangling symlink was followed".to_owned());
     }
     if expected.kept {
-        if let Some(change) = tree_changes(&kept_before, &tree(&kept_path)) {
+        if let Some(change) = tree_changes(&kept_before, &kept_tree(&kept_path)) {
             wrong.push(format!("{} was not left alone: {change}", kept_path.display()));
         }
     }

@@ -1,5 +1,7 @@
-//! The inotify wake source (`lockcore::wait::Inotify`) through `acquire`,
-//! on every scheme.
+//! The wake source a waiter waits on between attempts, through `acquire`,
+//! on every scheme: the inotify watch (`lockcore::wait::Inotify`), or, for
+//! a scheme that wakes its own waiters (`Ability::OwnWake`), that scheme's
+//! own source, which is what `acquire` waits on for it.
 //!
 //! The holder lets go while the waiter is between an attempt that found
 //! the lock held and its wait: the window that arming the source before
@@ -14,7 +16,11 @@
 //!
 //! The watched path is the lock's own, but for `flock`: letting go of its
 //! kernel lock changes no file, so the waiter watches its state file,
-//! which the holder rewrites just before.
+//! which the holder rewrites just before. A `shm` lock is changed through
+//! a shared mapping, which inotify never reports: its release moves a
+//! futex word in its file on and wakes the sleepers on it, and its waiter
+//! sleeps there (a source of its own, opened on the same lock as the
+//! waiter's handle).
 
 mod common;
 
@@ -22,7 +28,7 @@ use std::time::Duration;
 
 use common::*;
 use lockcore::wait::{Inotify, Wake, WakeSource};
-use lockcore::CPath;
+use lockcore::{Ability, CPath, Sharing, Spec, Strategy};
 use lockcore::{Error, Lock, ReleaseOutcome};
 
 fn watched(scheme: Scheme, lock: &Lock) -> CPath {
@@ -32,10 +38,25 @@ fn watched(scheme: Scheme, lock: &Lock) -> CPath {
     }
 }
 
-/// Waits on inotify, keeping what each wait answered; at the wait number
-/// `release_at` (from 1), lets `holder` go first.
+/// What a waiter for `lock` (of `spec`) waits on between attempts: the
+/// scheme's own wake source where it has one, as `acquire` would, opened
+/// on the same lock; an inotify watch otherwise.
+fn wake_source(scheme: Scheme, spec: &str, lock: &Lock) -> Box<dyn WakeSource> {
+    if !scheme.supports(Ability::OwnWake) {
+        return Box::new(Inotify::new(&watched(scheme, lock)).unwrap());
+    }
+    let parsed = Spec::parse(spec.as_bytes()).unwrap();
+    let sharing = Sharing::new(parsed.options.mode);
+    match scheme {
+        Scheme::Shm => Box::new(lockcore::strategy::shm::Shm::open(&parsed, sharing).unwrap()),
+        other => panic!("{}: this test opens each scheme's own wake source; add this scheme's", other.name()),
+    }
+}
+
+/// Waits on a waiter's wake source, keeping what each wait answered; at
+/// the wait number `release_at` (from 1), lets `holder` go first.
 struct Noting<'a> {
-    inner: Inotify,
+    inner: Box<dyn WakeSource>,
     holder: Option<&'a mut Lock>,
     release_at: usize,
     answers: Vec<Wake>,
@@ -64,7 +85,7 @@ fn a_release_between_an_attempt_and_the_wait_wakes_the_waiter() {
         let mut holder = open_lock(&spec);
         holder.try_acquire().unwrap();
         let mut waiter = open_lock(&spec);
-        let inner = Inotify::new(&watched(scheme, &waiter)).unwrap();
+        let inner = wake_source(scheme, &spec, &waiter);
         // At the second wait, past `toplock`'s own wake-up at the first.
         let mut wake = Noting { inner, holder: Some(&mut holder), release_at: 2, answers: Vec::new() };
         let acquired = waiter.acquire_with(Some(PATIENCE), &mut wake, None);
@@ -82,7 +103,7 @@ fn a_waiters_own_attempts_do_not_wake_it() {
         let mut holder = open_lock(&spec);
         holder.try_acquire().unwrap();
         let mut waiter = open_lock(&spec);
-        let inner = Inotify::new(&watched(scheme, &waiter)).unwrap();
+        let inner = wake_source(scheme, &spec, &waiter);
         let mut wake = Noting { inner, holder: None, release_at: 0, answers: Vec::new() };
         let result = waiter.acquire_with(Some(Duration::from_millis(100)), &mut wake, None);
         assert!(matches!(result, Err(Error::Timeout(_))), "{spec}: {result:?}");

@@ -23,12 +23,17 @@
 //!   exactly the mode's bits and the group, and once the last has released,
 //!   what the library leaves in the directory is the files that keep the
 //!   lock's state, the group's and exactly 0660: no lock, no directory.
+//!   A `shm` lock cannot be shared (`common::private_only`: every process
+//!   maps its file, and another who may write it may shorten it under
+//!   them): its `mode=0660` spec is refused for its `mode`, and nothing is
+//!   made in the directory.
 //! * `files_planted_by_another_user_are_not_trusted`: in a directory like
 //!   `/tmp` (1777), `lockcore-other` plants a file where a private lock of
 //!   `lockcore-web` will keep its state (its guard, or the lock file itself
 //!   for a scheme without one), before its first use, with mode 0666 and a
-//!   valid content made by the library's own encoders: one that keeps the
-//!   lock closed for ten years, or one that lets it be taken.
+//!   valid content made by the library's own encoders (for `shm`, a whole
+//!   file of its format, made by the library): one that keeps
+//!   the lock closed for ten years, or one that lets it be taken.
 //!   `lockcore-web` opens the lock private (`mode=0600`) and tries it once:
 //!   the attempt fails with `ErrorKind::Untrusted`, naming the planted file,
 //!   its owner and its mode, and the planted file is untouched. (The library
@@ -46,7 +51,7 @@ use std::time::Duration;
 use common::users::{
     check_identity, child_user, file_kind, shm_for_everyone, SharedDir, TestUser, TestUsers, UserChild,
 };
-use common::{child_main, file_schemes, snapshot, var, var_usize, wait_until, SchemeFiles, Shm};
+use common::{child_main, file_schemes, open_shared, shm_lock, snapshot, var, var_usize, wait_until, SchemeFiles, Shm};
 use lockcore::internals::{GuardState, Header, LeaseState, Line};
 use lockcore::{BootTime, Error, FileRole, Lock, Moment, Owner, Problem, ReleaseOutcome, Scheme};
 
@@ -117,7 +122,9 @@ fn count() {
     }
 }
 
-/// Creates `PATH` with `CONTENT`, mode 0666 whatever the umask.
+/// Creates `PATH` with the bytes `CONTENT` spells in hex (a state file may
+/// hold NULs, which no environment variable can), mode 0666 whatever the
+/// umask.
 fn plant() {
     let path = PathBuf::from(var("PATH"));
     let mut file = std::fs::OpenOptions::new()
@@ -126,7 +133,7 @@ fn plant() {
         .mode(0o666)
         .open(&path)
         .unwrap_or_else(|e| panic!("{}: create {}: {e}", child_user(), path.display()));
-    std::io::Write::write_all(&mut file, var("CONTENT").as_bytes()).unwrap();
+    std::io::Write::write_all(&mut file, &from_hex(&var("CONTENT"))).unwrap();
     file.set_permissions(std::fs::Permissions::from_mode(0o666)).unwrap();
 }
 
@@ -157,6 +164,14 @@ fn probe() {
         },
     };
     put_text(&shm, OUTCOME, &outcome);
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn from_hex(hex: &str) -> Vec<u8> {
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect()
 }
 
 fn put_text(shm: &Shm, at: usize, text: &str) {
@@ -201,10 +216,16 @@ fn web_and_cron_share_a_group_lock_whatever_their_umasks() {
     let cases: Vec<(String, Scheme)> = file_schemes().iter().map(|&s| (s.name().to_owned(), s)).collect();
     each_case("group lock", &cases, |&scheme| {
         let dir = SharedDir::for_group(&users, &format!("group-{}", scheme.name()));
+        let spec = scheme.spec(dir.path(), "mode=0660");
+        if open_shared(scheme, &spec).is_none() {
+            let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert!(made.is_empty(), "{spec}: refused, but made {made:?}");
+            return;
+        }
         let shm_dir = SharedDir::like_tmp(&format!("group-{}-shm", scheme.name()));
         let shm = shm_for_everyone(shm_dir.path());
         let vars = [
-            ("SPEC", scheme.spec(dir.path(), "mode=0660")),
+            ("SPEC", spec),
             ("SHM", shm.path().display().to_string()),
             ("CYCLES", CYCLES.to_string()),
             ("SHARE_GID", users.share_gid().to_string()),
@@ -321,8 +342,9 @@ enum Planted {
 
 /// Content that the state file of each scheme parses as valid, made by the
 /// library's own encoders: a guard line (a guard, flock's guard included),
-/// a free lease, a queue header with nothing pending, all on this boot.
-fn planted_content(scheme: Scheme, planted: Planted) -> String {
+/// a free lease (alone, or in the active slot of a `shm` file), a queue
+/// header with nothing pending, all on this boot.
+fn planted_content(scheme: Scheme, planted: Planted) -> Vec<u8> {
     let ten_years = Duration::from_secs(10 * 365 * 24 * 3600);
     let boot = Owner::current().unwrap().boot;
     let closed_until = match planted {
@@ -330,8 +352,10 @@ fn planted_content(scheme: Scheme, planted: Planted) -> String {
         Planted::Open => None,
     };
     let fence = 7;
-    let bytes = match scheme {
-        Scheme::Lease => LeaseState::Free { not_before: closed_until, fence }.encode().as_bytes().to_vec(),
+    let free = LeaseState::Free { not_before: closed_until, fence };
+    match scheme {
+        Scheme::Lease => free.encode().as_bytes().to_vec(),
+        Scheme::Shm => shm_lock::with_state(&shm_lock::new_file(), &free),
         Scheme::Toplock => {
             let now = BootTime::now().nanos();
             let not_before = closed_until.map_or(0, |_| now.saturating_add(ten_years.as_nanos() as i64));
@@ -350,8 +374,7 @@ fn planted_content(scheme: Scheme, planted: Planted) -> String {
             line
         }
         _ => GuardState { fence, cooldown_until: closed_until }.encode().as_bytes().to_vec(),
-    };
-    String::from_utf8(bytes).unwrap()
+    }
 }
 
 #[test]
@@ -371,7 +394,7 @@ fn files_planted_by_another_user_are_not_trusted() {
         // or the lock file itself for a scheme without one.
         let path = scheme.state_path(dir.path());
         let role = if scheme.guard_path(dir.path()).is_some() { FileRole::Guard } else { FileRole::Lock };
-        let vars = [("PATH", path.display().to_string()), ("CONTENT", planted_content(scheme, planted))];
+        let vars = [("PATH", path.display().to_string()), ("CONTENT", to_hex(&planted_content(scheme, planted)))];
         users.spawn_as(TestUser::Other, 0o022, "plant", &vars).finish().unwrap_or_else(|e| panic!("{e}"));
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!((meta.uid(), meta.mode() & 0o7777), (users.uid(TestUser::Other), 0o666), "the planted file");

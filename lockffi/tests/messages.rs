@@ -13,7 +13,8 @@
 //! * a lock held elsewhere: who holds it (pid, host, since, expiry);
 //! * `lock_path` with a buffer too small: the length it needs;
 //! * `lock_close` whose release cannot get the guard (another process holds
-//!   it): `LOCK_BUSY`, with a message, not silence.
+//!   it; for `shm`, which has no guard file, the section word in its file that
+//!   orders its changes): `LOCK_BUSY`, with a message, not silence.
 
 use std::ffi::{c_char, CStr, CString};
 use std::fs::{self, File, OpenOptions};
@@ -422,9 +423,54 @@ fn lock_path_with_a_small_buffer_gives_the_length_it_needs() {
     }
 }
 
-/// Holds an exclusive OFD lock on `path`, as another process's guard section.
-fn hold_guard(path: &str) -> File {
+/// What orders a lock's changes, held as another process's change would
+/// hold it until dropped: an exclusive OFD lock on its state file, or, for
+/// `shm`, which takes no file lock, the section word in its file, taken in
+/// this process's name as a change of another handle would take it.
+enum Exclusion {
+    /// Held for as long as the descriptor is open.
+    OfdLock { _file: File },
+    /// Held until dropped; the mapping of the file's first page.
+    SectionWord { page: *mut libc::c_void },
+}
+
+/// A `shm` lock file's length, and the bit of its section word's low half
+/// that says someone sleeps on it.
+const SHM_FILE_LEN: usize = 4096;
+const SHM_SLEEPING: u64 = 1 << 31;
+
+impl Exclusion {
+    fn section_word(page: *mut libc::c_void) -> &'static std::sync::atomic::AtomicU64 {
+        // SAFETY: the word lies at this offset, 8-aligned, inside the page,
+        // which stays mapped until the exclusion is dropped (and is used
+        // only while it is).
+        unsafe { &*page.cast::<u8>().add(lockcore::internals::SHM_SECTION_AT).cast() }
+    }
+}
+
+impl Drop for Exclusion {
+    fn drop(&mut self) {
+        if let Exclusion::SectionWord { page } = *self {
+            let word = Exclusion::section_word(page);
+            if word.swap(0, std::sync::atomic::Ordering::SeqCst) & SHM_SLEEPING != 0 {
+                // SAFETY: FUTEX_WAKE on the word's low half (little-endian),
+                // inside the live mapping.
+                unsafe { libc::syscall(libc::SYS_futex, word.as_ptr().cast::<u32>(), libc::FUTEX_WAKE, i32::MAX) };
+            }
+            // SAFETY: the mapping made in `hold_shm_section`; nothing refers
+            // into it any more.
+            unsafe { libc::munmap(page, SHM_FILE_LEN) };
+        }
+    }
+}
+
+/// Holds what orders the changes of `scheme`'s lock, whose state file is
+/// `path` (made by the library).
+fn hold_guard(scheme: Scheme, path: &str) -> Exclusion {
     let file = OpenOptions::new().read(true).write(true).open(path).unwrap();
+    if scheme == Scheme::Shm {
+        return hold_shm_section(&file);
+    }
     // SAFETY: flock is plain data; zero start and length cover the whole file.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
     lock.l_type = libc::F_WRLCK as libc::c_short;
@@ -432,7 +478,35 @@ fn hold_guard(path: &str) -> File {
     // SAFETY: a descriptor we own and a valid flock struct.
     let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
     assert_eq!(rc, 0, "F_OFD_SETLK {path}: {}", std::io::Error::last_os_error());
-    file
+    Exclusion::OfdLock { _file: file }
+}
+
+/// Takes the section word of the `shm` lock file `file` in this process's
+/// name, with no holder named beside it: the library waits for a live
+/// holder until its deadline.
+fn hold_shm_section(file: &File) -> Exclusion {
+    // SAFETY: a fresh shared mapping of the lock's file, which the library
+    // made SHM_FILE_LEN long; unmapped when the exclusion is dropped.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            SHM_FILE_LEN,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+    let mine = u64::from(std::process::id());
+    let taken = Exclusion::section_word(page).compare_exchange(
+        0,
+        mine,
+        std::sync::atomic::Ordering::SeqCst,
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    assert!(taken.is_ok(), "the section word is free between calls");
+    Exclusion::SectionWord { page }
 }
 
 #[test]
@@ -448,7 +522,7 @@ fn a_close_whose_release_cannot_get_the_guard_says_so() {
                     let h = open(&sp);
                     assert_eq!(try_acquire(h), lock_result::LOCK_OK, "{}", message());
                     let state = state_path(&sp);
-                    let flood = hold_guard(&state);
+                    let flood = hold_guard(scheme, &state);
                     let rc = close(h);
                     let mut failures = Vec::new();
                     if rc != lock_result::LOCK_BUSY {

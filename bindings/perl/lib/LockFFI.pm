@@ -398,7 +398,7 @@ LockFFI - one lock of the lock library, by its spec
 
 A Perl object for one lock of C<liblockffi>, named by a spec,
 C<scheme:target?key=value&...>, exactly as the C library takes it (the
-schemes C<lockfile>, C<mkdir>, C<flock>, C<symlink>, C<lease>, C<toplock>;
+schemes C<lockfile>, C<mkdir>, C<flock>, C<symlink>, C<lease>, C<shm>, C<toplock>, C<redis>;
 the keys C<ttl>, C<stale>, C<mode>, C<nfs>, C<format>, C<ext>, C<signal>,
 C<wmin>, C<wafter>, C<warn>; see the library's README). For
 L<LockFile::Simple>'s interface, see L<LockFFI::Simple>.

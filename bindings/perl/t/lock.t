@@ -231,7 +231,10 @@ subtest 'a bad spec names the key and the reason' => sub {
     like("$error", qr/ttl/, 'the message names the key');
     $error = dies_with(LOCK_ERR_SPEC_UNKNOWN_KEY, sub { LockFFI->new('mkdir:/tmp/x?nfs=1') }, 'nfs on mkdir');
     like("$error", qr/nfs/, 'the message names the key');
-    dies_with(LOCK_ERR_SPEC_UNKNOWN_SCHEME, sub { LockFFI->new('nosuch:/tmp/x') }, 'an unknown scheme');
+    $error = dies_with(LOCK_ERR_SPEC_UNKNOWN_SCHEME, sub { LockFFI->new('nosuch:/tmp/x') }, 'an unknown scheme');
+    # The schemes these tests run are every one the library has.
+    my ($listed) = "$error" =~ /this build has ([a-z]+(?:, [a-z]+)*)/;
+    is($listed, join(', ', @SCHEMES, @SERVER_SCHEMES), 'the message lists the schemes the tests run, and a server\'s');
     my $lock = LockFFI->new('mkdir:/tmp/x');
     eval { $lock->acquire(-1) };
     like($@, qr/timeout must be a number of seconds/, 'a negative timeout is refused');

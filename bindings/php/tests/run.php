@@ -250,6 +250,12 @@ function test_misuse_and_errors_carry_the_code_and_the_cause(string $dir): void
     $e = expect_exception(LockException::class, fn () => (new Locks("lease:$dir/{key}?colour=red"))->getLock('job'), 'an unknown option');
     check($e->getCode() === 202 && str_contains($e->getMessage(), 'colour'), "an unknown option: {$e->getCode()} {$e->getMessage()}");
 
+    // The schemes these tests run are every one the library has.
+    $e = expect_exception(LockException::class, fn () => (new Locks("nosuch:$dir/{key}"))->getLock('job'), 'an unknown scheme');
+    $listed = preg_match('/this build has ([a-z]+(?:, [a-z]+)*)/', $e->getMessage(), $found) === 1 ? $found[1] : '';
+    $expected = implode(', ', [...SCHEMES, ...SERVER_SCHEMES]);
+    check($listed === $expected, "the library's schemes are \"$listed\", the tests run \"$expected\": {$e->getMessage()}");
+
     foreach (['', '.', '..', 'a/b', "a\0b"] as $key) {
         expect_exception(\InvalidArgumentException::class, fn () => $locks->getLock($key), 'key ' . json_encode($key));
     }

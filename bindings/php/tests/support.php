@@ -7,8 +7,15 @@ declare(strict_types=1);
 
 use Lockffi\Locks;
 
-/** Every scheme of the library (lockcore's Scheme::ALL, which the C interface does not list). */
-const SCHEMES = ['lockfile', 'mkdir', 'flock', 'symlink', 'lease', 'toplock'];
+/**
+ * Every scheme of the library whose locks are files (lockcore's Scheme::ALL
+ * but those on a server, which the library's own suites test), checked
+ * against the list the library gives when it refuses a scheme it does not
+ * know (test_misuse_and_errors_carry_the_code_and_the_cause).
+ */
+const SCHEMES = ['lockfile', 'mkdir', 'flock', 'symlink', 'lease', 'toplock', 'shm'];
+/** The schemes whose locks are on a server. */
+const SERVER_SCHEMES = ['redis'];
 
 // A warning or notice is a failure, in the tests as in the code they test.
 set_error_handler(static function (int $severity, string $message, string $file, int $line): never {

@@ -12,7 +12,7 @@ import pytest
 
 # Every scheme the library implements; test_errors checks this list against
 # the one the library names when it refuses an unknown scheme.
-SCHEMES = ("lockfile", "mkdir", "flock", "symlink", "lease", "toplock")
+SCHEMES = ("lockfile", "mkdir", "flock", "symlink", "lease", "toplock", "shm")
 # Locks on a server, which these tests (about files) leave to the library's own suites.
 SERVER_SCHEMES = ("redis",)
 

@@ -15,6 +15,7 @@ pub mod lease;
 pub mod lockfile;
 pub mod mkdir;
 pub mod redis;
+pub mod shm;
 pub mod symlink;
 pub mod toplock;
 

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use lockcore::internals::Stamp;
 use lockcore::{Lock, Nonce, Owner, Record, WallTime};
 pub mod files;
+pub mod shm_lock;
 pub mod users;
 
 /// Names the role a re-executed test binary plays.
@@ -172,6 +173,34 @@ pub fn each_of(label: &str, schemes: &[Scheme], mut body: impl FnMut(Scheme, &Te
         }
     }
     assert!(failed.is_empty(), "{label}: failed for {failed:?}");
+}
+
+/// Whether `scheme` takes only locks private to their owner (`mode=0600`):
+/// every process that uses a `shm` lock maps its file, and whoever may
+/// write a mapped file may shorten it under the others, who die of
+/// `SIGBUS` at their next touch. So its spec refuses a mode that lets
+/// others write (`0660`, `0666`), and tests that share a lock with a group
+/// or with everyone check that refusal instead.
+pub fn private_only(scheme: Scheme) -> bool {
+    scheme == Scheme::Shm
+}
+
+/// Opens `spec`, whose `mode` lets others write the lock's files: the
+/// lock, or, for a scheme that is [`private_only`], `None` once it is
+/// checked that the spec was refused, and for its `mode`.
+pub fn open_shared(scheme: Scheme, spec: &str) -> Option<Lock> {
+    let opened = Lock::open(spec.as_bytes());
+    if !private_only(scheme) {
+        return Some(opened.unwrap_or_else(|e| panic!("open {spec}: {e}")));
+    }
+    match opened {
+        Err(lockcore::Error::Spec(e)) => {
+            assert_eq!((e.kind, e.key()), (lockcore::SpecErrorKind::BadValue, &b"mode"[..]), "{spec}: {e}");
+            None
+        }
+        Err(e) => panic!("{spec}: refused, but not for its mode: {e:?}"),
+        Ok(_) => panic!("{spec}: a lock that others may write, accepted by a scheme that maps its file"),
+    }
 }
 
 /// For the few tests that forge or read a scheme's own files byte by byte:

@@ -341,7 +341,7 @@ C<last_error_message>), naming the holder of a busy lock.
 =back
 
 C<-scheme> chooses another of the library's schemes (C<mkdir>, C<flock>,
-C<symlink>, C<lease>, C<toplock>); their lock is at the path LockFile::Simple
+C<symlink>, C<lease>, C<shm>, C<toplock>); their lock is at the path LockFile::Simple
 would use for its lock file (C<< <file>.lock >>, or C<-ext>, C<-format>),
 and only programs using the same scheme exclude each other.
 

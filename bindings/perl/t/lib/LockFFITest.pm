@@ -14,13 +14,17 @@ use Test::More;
 use Time::HiRes ();
 
 our @EXPORT = qw(
-    @SCHEMES fresh_dir target_of spec_of wait_until now_ms
+    @SCHEMES @SERVER_SCHEMES fresh_dir target_of spec_of wait_until now_ms
     start_contenders finish_contenders counted_turns critical_section counter_value
 );
 
-# Every scheme of the library (lockcore::Scheme::ALL). The C library does
-# not list them, so this is the one place the tests name them.
-our @SCHEMES = qw(lockfile mkdir flock symlink lease toplock);
+# Every scheme of the library whose locks are files (lockcore::Scheme::ALL
+# but those on a server, which the library's own suites test): the one
+# place the tests name them. lock.t checks it against the list the library
+# gives when it refuses a scheme it does not know.
+our @SCHEMES = qw(lockfile mkdir flock symlink lease toplock shm);
+# The schemes whose locks are on a server.
+our @SERVER_SCHEMES = qw(redis);
 
 sub fresh_dir { tempdir('lockffi-perl-XXXXXXXX', TMPDIR => 1, CLEANUP => 1) }
 

@@ -1,0 +1,526 @@
+//! `shm`: the lease of [`lease`](super::lease), kept in a shared mapping of
+//! a small file and changed under a word of that page instead of a file
+//! lock, for the processes of one host that want the cheapest lock with
+//! the same promises (owner, TTL, prolong, cooldown, fence, expired and
+//! lost told apart).
+//!
+//! The file is made complete before it appears, then only ever changed
+//! through the mapping:
+//!
+//! ```text
+//! 0     shm 2 lockcore: ...\n        what the file is
+//! 64    the section word, and who holds it: orders every change (section.rs)
+//! 128   u32 active slot (0 or 1)
+//! 192   u32 releases                  futex word: moves on whenever the lease is let go
+//! 196   u32 sleepers                  waiters asleep on it
+//! 256   slot 0, 640 slot 1            a lease line each, as `lease` writes it
+//! ```
+//!
+//! A change writes the new line into the slot that is not active and then
+//! flips the active index, so a holder of the section word killed half-way
+//! through leaves the old line whole, and the next process takes the word
+//! from it once it is provably gone. The word is held for the few hundred
+//! nanoseconds of one change, never for the caller's critical section, so
+//! the lock itself goes stale exactly as a lease does: at its expiry, or, by
+//! default (`stale=pid`), at once when its holder is provably dead, which
+//! on one host and boot it always can be (pid and start time).
+//!
+//! A release moves the futex word on and wakes whoever sleeps on it, so a
+//! waiter that polls nothing hears of it at once ([`OwnWake`]). The queue
+//! of fair waiting is the handle's turnstile, as for every local lock.
+//!
+//! Only for a lock no other user may write: a process that touches a
+//! shared mapping past the end of its file dies of `SIGBUS`, and whoever
+//! may write the file may shorten it. The spec refuses a mode that lets
+//! others write; a file of another user, or one others may write, is
+//! refused before it is mapped ([`files::open_state_file`]), and every
+//! call judges the file again (its length, bits and header) before it
+//! touches the page. Its owner can still shorten it between that look and
+//! the touch, and kill its own processes so: that is no one else's power.
+//! Only for local file systems too, where one host's processes share one
+//! page.
+
+use core::sync::atomic::Ordering::SeqCst;
+use core::time::Duration;
+
+use crate::clock::Moment;
+use crate::error::{Contention, CorruptKind, Error, ErrorKind, FileError, FileRole};
+use crate::files;
+use crate::owner::Nonce;
+use crate::record::Record;
+use crate::spec::Spec;
+use crate::strategy::lease::{LeaseState, LEASE_RECORD_LEN, NEW_LEASE};
+use crate::strategy::{
+    commit_if_current, Break, Commit, CommitOutcome, Context, Cooldown, Files, Inspection, OwnWake, Prolong,
+    ProlongOutcome, ReleaseOutcome, Strategy,
+};
+use crate::sys::{self, CPath, FileStat, FutexWait, SharedMapping};
+use crate::trust::Sharing;
+use crate::wait::{Wake, WakeSource};
+
+use section::{NotTaken, SectionWord};
+
+mod section;
+
+const HEADER: &[u8] = b"shm 2 lockcore: a lease in shared memory, binary from byte 64\n";
+const FILE_LEN: usize = 4096;
+/// Where the section word lies in the file (8 bytes, the holder's pid in
+/// the low half), for tests that hold it from outside.
+pub const SECTION_AT: usize = 64;
+const ACTIVE_AT: usize = 128;
+const RELEASES_AT: usize = 192;
+const SLEEPERS_AT: usize = 196;
+const SLOTS_AT: usize = 256;
+const SLOT_STRIDE: usize = LEASE_RECORD_LEN.next_multiple_of(64);
+
+const _: () = assert!(
+    HEADER.len() <= SECTION_AT && SECTION_AT + section::LEN <= ACTIVE_AT && SLOTS_AT + 2 * SLOT_STRIDE <= FILE_LEN
+);
+
+/// A `shm` lock: its file, mapped once opened.
+pub struct Shm {
+    path: CPath,
+    sharing: Sharing,
+    signal: Option<i32>,
+    mapped: Option<Mapped>,
+    /// The releases counted when the wake source was last armed.
+    armed_at: Option<u32>,
+}
+
+impl core::fmt::Debug for Shm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Shm").field("path", &self.path).finish()
+    }
+}
+
+/// The file, mapped, and which file it was.
+struct Mapped {
+    map: SharedMapping,
+    file: FileStat,
+}
+
+/// The section word held, and the lease as it stood when it was taken.
+/// Dropping it lets the word go, and wakes the sleepers if the lease was
+/// let go.
+struct Section<'m> {
+    map: &'m SharedMapping,
+    word: SectionWord<'m>,
+    state: LeaseState,
+    now: Moment,
+    freed: bool,
+}
+
+impl Section<'_> {
+    /// Writes `state` into the slot that is not active, then makes it the
+    /// active one: a death between the two leaves the old state whole.
+    fn write(&mut self, state: &LeaseState) {
+        let active = self.map.word32(ACTIVE_AT).load(SeqCst) & 1;
+        let spare = active ^ 1;
+        self.map.write_bytes(slot_at(spare), state.encode().as_bytes());
+        self.map.word32(ACTIVE_AT).store(spare, SeqCst);
+        self.freed |= matches!(state, LeaseState::Free { .. });
+    }
+}
+
+impl Drop for Section<'_> {
+    fn drop(&mut self) {
+        self.word.release();
+        if self.freed {
+            // The count first, then the sleepers: a waiter counts itself
+            // first, then sleeps only while the count is unchanged, so one of
+            // the two sees the other. A waiter killed in its sleep leaves
+            // the sleepers one too many: releases then make a wake-up call
+            // that wakes nobody, never miss one.
+            self.map.word32(RELEASES_AT).fetch_add(1, SeqCst);
+            if self.map.word32(SLEEPERS_AT).load(SeqCst) > 0 {
+                sys::futex_wake(self.map.word32(RELEASES_AT));
+            }
+        }
+    }
+}
+
+fn slot_at(slot: u32) -> usize {
+    SLOTS_AT + slot as usize * SLOT_STRIDE
+}
+
+/// A new file: the header, the section word free (zero), and a free lease
+/// in both slots.
+fn initial_content() -> [u8; FILE_LEN] {
+    let mut bytes = [0u8; FILE_LEN];
+    bytes[..HEADER.len()].copy_from_slice(HEADER);
+    let free = NEW_LEASE.encode();
+    for slot in 0..2 {
+        bytes[slot_at(slot)..slot_at(slot) + LEASE_RECORD_LEN].copy_from_slice(free.as_bytes());
+    }
+    bytes
+}
+
+impl Shm {
+    /// The mapping of the file at the path, opened (and made, if missing)
+    /// the first time and again whenever the path has come to name another
+    /// file (a cleaner of `/tmp` removed it and someone made it anew). The
+    /// file is judged again at every call, as it is now: its length (a
+    /// mapping past its end would fault), its owner and bits (`chmod` since
+    /// it was mapped), and its header (written over in place).
+    fn mapping(&mut self) -> Result<&SharedMapping, Error> {
+        let at_path = sys::lstat(&self.path);
+        // A file cut short since it was mapped is opened again, as a new
+        // handle would open it, and judged by what it holds now, without a
+        // touch of the page past its end.
+        let still_mapped = match (&self.mapped, &at_path) {
+            (Some(mapped), Ok(now)) => now.same_file(&mapped.file) && now.size >= FILE_LEN as u64,
+            _ => false,
+        };
+        let file = if still_mapped {
+            at_path.map_err(|e| FileError::io(FileRole::Lock, e))?
+        } else {
+            self.mapped = None;
+            let (fd, file) = files::open_state_file(&self.path, FileRole::Lock, self.sharing, &initial_content(), 0)?;
+            if file.size < FILE_LEN as u64 {
+                return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
+            }
+            let map = SharedMapping::new(&fd, FILE_LEN).map_err(|e| FileError::io(FileRole::Lock, e))?;
+            self.mapped.insert(Mapped { map, file }).file
+        };
+        self.sharing.check_locked(FileRole::Lock, &file)?;
+        let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
+        let mut header = [0u8; HEADER.len()];
+        mapped.map.read_bytes(0, &mut header);
+        if !header.starts_with(b"shm ") {
+            // Written over since it was mapped, as a new handle would find it.
+            return Err(Error::not_a_lock(FileRole::Lock));
+        }
+        if header != *HEADER {
+            // Another version of the format: the layout after the header is
+            // not known to be this one.
+            return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
+        }
+        Ok(&mapped.map)
+    }
+
+    /// Whether the path still names the file mapped, whole: a page of a
+    /// file cut short since it was mapped must not be touched.
+    fn still_whole(path: &CPath, mapped: &FileStat) -> bool {
+        sys::lstat(path).is_ok_and(|now| now.same_file(mapped) && now.size >= FILE_LEN as u64)
+    }
+
+    /// Takes the section word by `cx.deadline` and reads the lease and the
+    /// time.
+    fn section(&mut self, cx: &Context<'_>) -> Result<Section<'_>, Error> {
+        self.mapping()?;
+        let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
+        let (map, path, file) = (&mapped.map, &self.path, mapped.file);
+        let word = SectionWord::at(map, SECTION_AT);
+        match word.take(&cx.me.process, cx.deadline, &mut || Shm::still_whole(path, &file)) {
+            // A holder that died mid-change left the active slot whole.
+            Ok(_) => {}
+            Err(NotTaken::TimedOut) => return Err(Error::Busy(Contention::GuardHeld)),
+            // The next attempt judges the file as it is now.
+            Err(NotTaken::FileChanged) => return Err(Error::Busy(Contention::Raced)),
+        }
+        let mut section = Section { map, word, state: NEW_LEASE, now: Moment::now(cx.me.boot), freed: false };
+        let mut line = [0u8; LEASE_RECORD_LEN];
+        map.read_bytes(slot_at(map.word32(ACTIVE_AT).load(SeqCst) & 1), &mut line);
+        // The file is ours (its header said so): a slot that holds no lease
+        // line is damage, not someone else's file. An error lets the word
+        // go as the section drops.
+        section.state = LeaseState::parse(&line).map_err(|e| match e.kind() {
+            ErrorKind::NotALock => Error::corrupt(FileRole::Lock, CorruptKind::Record),
+            _ => e,
+        })?;
+        Ok(section)
+    }
+}
+
+impl Strategy for Shm {
+    fn open(spec: &Spec, sharing: Sharing) -> Result<Shm, Error> {
+        let path = spec.file_target()?.clone();
+        Ok(Shm { path, sharing, signal: spec.options.signal, mapped: None, armed_at: None })
+    }
+
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+        let signal = self.signal;
+        let mut section = self.section(cx)?;
+        let record = section.state.take(cx, nonce, ttl, section.now, signal)?;
+        section.write(&LeaseState::Held(record));
+        Ok(record)
+    }
+
+    fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
+        self.release_closed(cx, held, Duration::ZERO)
+    }
+
+    fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        let section = self.section(cx)?;
+        Ok(section.state.inspection(cx, section.now))
+    }
+}
+
+impl Prolong for Shm {
+    fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        let mut section = self.section(cx)?;
+        let (outcome, renewed) = section.state.renew(held, section.now, ttl);
+        if let Some(renewed) = renewed {
+            section.write(&LeaseState::Held(renewed));
+            held.expires = renewed.expires;
+        }
+        Ok(outcome)
+    }
+}
+
+impl Cooldown for Shm {
+    fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        let mut section = self.section(cx)?;
+        let (outcome, free) = section.state.give_back(held, section.now, cooldown);
+        if let Some(free) = free {
+            section.write(&free);
+        }
+        Ok(outcome)
+    }
+}
+
+impl Break for Shm {
+    fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        let mut section = self.section(cx)?;
+        match section.state.broken() {
+            Some(free) => {
+                section.write(&free);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+impl Commit for Shm {
+    fn run_while_held(
+        &mut self,
+        cx: &Context<'_>,
+        held: &Record,
+        action: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<CommitOutcome, Error> {
+        let section = self.section(cx)?;
+        commit_if_current(section.state.ours(held), section.now, action)
+    }
+}
+
+impl Files for Shm {
+    fn path(&self) -> &CPath {
+        &self.path
+    }
+}
+
+impl OwnWake for Shm {
+    fn wake_source(&mut self) -> &mut dyn WakeSource {
+        self
+    }
+}
+
+/// Waiting for a release: a futex wait on the count of releases, which a
+/// release moves on and wakes. A lock whose file cannot be mapped yet (its
+/// directory missing) is waited for by timeouts: the attempt reports why.
+impl WakeSource for Shm {
+    fn arm(&mut self) -> Result<(), Error> {
+        // Through `mapping`, which judges the file first: one cut short in
+        // place since the last call is not touched.
+        self.armed_at = self.mapping().ok().map(|map| map.word32(RELEASES_AT).load(SeqCst));
+        Ok(())
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Wake {
+        let (Some(seen), Some(mapped)) = (self.armed_at, &self.mapped) else {
+            sys::sleep(timeout);
+            return Wake::TimedOut;
+        };
+        let (releases, sleepers) = (mapped.map.word32(RELEASES_AT), mapped.map.word32(SLEEPERS_AT));
+        sleepers.fetch_add(1, SeqCst);
+        let woke = match sys::futex_wait(releases, seen, timeout) {
+            FutexWait::TimedOut => Wake::TimedOut,
+            FutexWait::Woken | FutexWait::Interrupted => Wake::Woken,
+        };
+        if !Shm::still_whole(&self.path, &mapped.file) {
+            // Cut short while we slept: the page is not touched again; the
+            // attempt that follows judges the file as it is now.
+            self.armed_at = None;
+            return Wake::Woken;
+        }
+        sleepers.fetch_sub(1, SeqCst);
+        if releases.load(SeqCst) != seen {
+            return Wake::Woken;
+        }
+        woke
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::MonoTime;
+    use crate::lock::Lock;
+    use crate::owner::Owner;
+    use std::format;
+    use std::path::PathBuf;
+    use std::string::String;
+
+    struct Dir(PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn dir(name: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("lockcore-shm-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        Dir(dir)
+    }
+
+    fn spec(dir: &Dir, options: &str) -> String {
+        format!("shm:{}{options}", dir.0.join("lock").display())
+    }
+
+    fn mapped(lock: &mut Lock) -> &mut Shm {
+        match lock.strategy_for_tests() {
+            crate::registry::AnyStrategy::Shm(shm) => shm,
+            other => panic!("not a shm lock: {other:?}"),
+        }
+    }
+
+    /// A process killed while it holds the section word, half-way through
+    /// writing the spare slot: the next one takes the word from the dead,
+    /// and finds the lease whole.
+    #[test]
+    fn a_death_inside_a_change_leaves_the_lease_whole() {
+        let d = dir("death");
+        let mut lock = Lock::open(spec(&d, "?ttl=30s")).unwrap();
+        let first = lock.acquire(Some(Duration::from_secs(5))).unwrap();
+        let shm = mapped(&mut lock);
+        let map = &shm.mapped.as_ref().unwrap().map;
+        let word = SectionWord::at(map, SECTION_AT);
+        let far = MonoTime::now().saturating_add(Duration::from_secs(5));
+        // SAFETY: the child only takes the word, scribbles and exits: no
+        // allocation, no lock that another thread of the harness might hold.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let me = Owner::current().map(|owner| owner.process);
+            let taken = me.map(|me| word.take(&me, far, &mut || true));
+            let spare = (map.word32(ACTIVE_AT).load(SeqCst) & 1) ^ 1;
+            map.write_bytes(slot_at(spare), b"lease 2 held half-writ");
+            // SAFETY: ends the child at once, holding the word: the death
+            // under test (or, had it not got the word, a failure below).
+            unsafe { libc::_exit(if matches!(taken, Ok(Ok(_))) { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child, into a valid status word.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child took the word");
+        let me = Owner::current().unwrap().process;
+        assert_eq!(word.take(&me, far, &mut || true), Ok(section::Taken::FromTheDead), "taken from the dead");
+        word.release();
+        assert_eq!(word.take(&me, far, &mut || true), Ok(section::Taken::Free), "and let go as usual");
+        word.release();
+        let seen = lock.inspect().unwrap();
+        assert_eq!(seen.holder.map(|h| h.this_handle), Some(true), "the lease is still ours: {seen:?}");
+        assert_eq!(seen.last_fence, first.fence);
+        assert_eq!(lock.release(Duration::ZERO).unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// A holder that is provably dead loses the lock at once, whatever its
+    /// TTL.
+    #[test]
+    fn a_dead_holder_is_broken_at_once() {
+        let d = dir("dead-holder");
+        let mut gone = Owner::current().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        gone.process.pid = child.id() as i32;
+        child.wait().unwrap();
+        let parsed = crate::spec::Spec::parse(spec(&d, "?ttl=1h").as_bytes()).unwrap();
+        let mut dead = Lock::with_owner(parsed, gone).unwrap();
+        let theirs = dead.try_acquire().unwrap();
+        core::mem::forget(dead);
+        let mut lock = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        let mine = lock.try_acquire().expect("a dead holder's lock is free");
+        assert!(mine.fence > theirs.fence);
+    }
+
+    /// A word written over with a pid that no process has, and naming no
+    /// holder, is taken once it has stood for a second; one that names a
+    /// live holder, or a holder of another pid namespace, is waited for
+    /// until the deadline.
+    #[test]
+    fn a_scribbled_word_is_taken_and_a_live_or_foreign_holder_is_not() {
+        let d = dir("scribble");
+        let mut lock = Lock::open(spec(&d, "")).unwrap();
+        lock.inspect().unwrap();
+        let map = &mapped(&mut lock).mapped.as_ref().unwrap().map;
+        let word = SectionWord::at(map, SECTION_AT);
+        let me = Owner::current().unwrap().process;
+        let soon = || MonoTime::now().saturating_add(Duration::from_millis(100));
+        let far = || MonoTime::now().saturating_add(Duration::from_secs(10));
+
+        map.word64(SECTION_AT).store(0x0bad_cafe_0000_0000 | 0x3fff_fff0, SeqCst);
+        assert_eq!(word.take(&me, far(), &mut || true), Ok(section::Taken::FromTheDead));
+        word.release();
+
+        // This very process, alive, holding it from another handle.
+        map.word64(SECTION_AT).store(u64::from(me.pid as u32), SeqCst);
+        assert_eq!(word.take(&me, soon(), &mut || true), Err(NotTaken::TimedOut));
+        // A holder that named itself, of another pid namespace: its pid
+        // means nothing here, however dead it looks.
+        let holding = (7u64 << 32) | 0x3fff_fff0;
+        map.word64(SECTION_AT).store(holding, SeqCst);
+        map.word64(SECTION_AT + 16).store(me.namespace ^ 1, SeqCst);
+        map.word64(SECTION_AT + 24).store(12345, SeqCst);
+        map.word64(SECTION_AT + 8).store(holding, SeqCst);
+        assert_eq!(word.take(&me, soon(), &mut || true), Err(NotTaken::TimedOut));
+        // And a file cut short during the wait is not touched again.
+        assert_eq!(word.take(&me, far(), &mut || false), Err(NotTaken::FileChanged));
+        map.word64(SECTION_AT).store(0, SeqCst);
+    }
+
+    #[test]
+    fn a_sleeper_wakes_when_the_lease_is_let_go() {
+        let d = dir("wake");
+        let mut holder = Lock::open(spec(&d, "")).unwrap();
+        holder.try_acquire().unwrap();
+        let mut waiter = Lock::open(spec(&d, "")).unwrap();
+        assert!(waiter.try_acquire().is_err());
+        let shm = mapped(&mut waiter);
+        shm.arm().unwrap();
+        assert_eq!(shm.wait(Duration::from_millis(1)), Wake::TimedOut, "nothing let go yet");
+        std::thread::scope(|scope| {
+            let sleeper = scope.spawn(move || shm.wait(Duration::from_secs(60)));
+            std::thread::sleep(Duration::from_millis(20));
+            holder.release(Duration::ZERO).unwrap();
+            assert_eq!(sleeper.join().unwrap(), Wake::Woken);
+        });
+        assert!(waiter.try_acquire().is_ok());
+    }
+
+    #[test]
+    fn a_file_that_is_no_shm_lock_is_left_alone() {
+        let d = dir("foreign");
+        let path = d.0.join("lock");
+        std::fs::write(&path, b"precious data\n").unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let mut lock = Lock::open(spec(&d, "")).unwrap();
+        assert_eq!(lock.try_acquire().unwrap_err().kind(), ErrorKind::NotALock);
+        assert_eq!(std::fs::read(&path).unwrap(), b"precious data\n");
+        // Ours, but cut short: a mapping would fault past its end.
+        std::fs::write(&path, &initial_content()[..1000]).unwrap();
+        assert_eq!(lock.try_acquire().unwrap_err().kind(), ErrorKind::Corrupt(CorruptKind::Record));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000, "nothing was written");
+    }
+
+    #[test]
+    fn a_new_file_holds_a_free_lease_in_both_slots() {
+        let bytes = initial_content();
+        assert!(bytes.starts_with(b"shm 2 "));
+        for slot in 0..2 {
+            let line = &bytes[slot_at(slot)..slot_at(slot) + LEASE_RECORD_LEN];
+            assert_eq!(LeaseState::parse(line), Ok(NEW_LEASE));
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The section word: what orders the changes to a `shm` lock's page, held
+//! for the few hundred nanoseconds of one change.
+//!
+//! It is a word of the page, taken with one compare-and-swap and waited for
+//! on a futex, that names its holder: the low half holds the holder's pid
+//! (and a bit that says someone sleeps on it), the high half a tag drawn
+//! for this one holding. Beside it the holder then writes who it is (pid
+//! namespace, start time) under the same tag. A process that finds the word
+//! held by the same holding for a while looks at that holder, and takes
+//! the word from it only if it is provably gone: by pid and start time, in
+//! its own pid namespace, and only if the holder named itself under the
+//! tag of this holding (a holder from another namespace, or one that has
+//! not named itself yet, is never judged by a pid that means something
+//! else here). A word that names no holder for a whole second, and whose
+//! pid no process has, is taken too: that is what a file written over
+//! with something else looks like.
+//!
+//! Nothing in the word is a pointer and no list of it is kept by anyone
+//! (glibc's robust mutexes keep one, through pointers stored in the
+//! mutex, which a scribble on the file turns into a crash): whatever the
+//! page holds, taking the word is a compare-and-swap and a timed futex
+//! wait, and ends by the caller's deadline.
+
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::SeqCst;
+use core::time::Duration;
+
+use crate::clock::MonoTime;
+use crate::owner::ProcessId;
+use crate::sys::{self, SharedMapping};
+
+/// How long a holding must last, unchanged, before its holder is looked
+/// at: a change takes microseconds, and a look reads `/proc`.
+const JUDGE_AFTER: Duration = Duration::from_millis(1);
+
+/// How long a word that names no holder is waited for before its pid alone
+/// judges it: a live holder names itself right after it takes the word.
+const UNNAMED_PATIENCE: Duration = Duration::from_secs(1);
+
+/// The bit of the low half that says someone sleeps on the word.
+const SLEEPING: u64 = 1 << 31;
+
+/// The section word and the holder's name beside it, at `at` in a page.
+pub struct SectionWord<'m> {
+    map: &'m SharedMapping,
+    at: usize,
+}
+
+/// How a holding began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// From a holder that let the word go.
+    Free,
+    /// From a holder that is gone: it died in the middle of a change.
+    FromTheDead,
+}
+
+/// Why the word was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotTaken {
+    /// Still held at the deadline.
+    TimedOut,
+    /// The page's file was cut short or replaced during the wait: the page
+    /// is not to be touched again before it is judged anew.
+    FileChanged,
+}
+
+/// The bytes the word and the holder's name take from `at` on.
+pub const LEN: usize = 32;
+
+impl<'m> SectionWord<'m> {
+    /// The word at byte `at` of `map` (8-aligned, [`LEN`] bytes).
+    pub fn at(map: &'m SharedMapping, at: usize) -> SectionWord<'m> {
+        SectionWord { map, at }
+    }
+
+    fn word(&self) -> &AtomicU64 {
+        self.map.word64(self.at)
+    }
+
+    /// The half of the word a futex waits on: the pid and the sleeping bit.
+    fn futex(&self) -> &core::sync::atomic::AtomicU32 {
+        // The kernel compares and wakes this half; Rust code only ever
+        // reaches the word as a whole, through `word`.
+        let low_half = if cfg!(target_endian = "little") { 0 } else { 4 };
+        self.map.word32(self.at + low_half)
+    }
+
+    /// Takes the word as process `me` by `deadline`; `still_whole` is asked
+    /// after every sleep, before the page is touched again.
+    pub fn take(
+        &self,
+        me: &ProcessId,
+        deadline: MonoTime,
+        still_whole: &mut dyn FnMut() -> bool,
+    ) -> Result<Taken, NotTaken> {
+        let mut tag = [0u8; 4];
+        // Without random bytes, the time tells holdings apart well enough.
+        if crate::process::random(&mut tag).is_err() {
+            tag = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u32).to_ne_bytes();
+        }
+        let mine = (u64::from(u32::from_ne_bytes(tag)) << 32) | u64::from(me.pid as u32);
+        // The holding seen, and since when.
+        let mut seen = (0u64, MonoTime::now());
+        loop {
+            let held = self.word().load(SeqCst);
+            let now = MonoTime::now();
+            if held == 0 {
+                if self.word().compare_exchange(0, mine, SeqCst, SeqCst).is_ok() {
+                    self.name_holder(mine, me);
+                    return Ok(Taken::Free);
+                }
+                continue;
+            }
+            let holding = held & !SLEEPING;
+            if holding != seen.0 {
+                seen = (holding, now);
+            } else if now.since(seen.1) >= JUDGE_AFTER && self.holder_is_gone(holding, me, now.since(seen.1)) {
+                if self.word().compare_exchange(held, mine, SeqCst, SeqCst).is_ok() {
+                    self.name_holder(mine, me);
+                    return Ok(Taken::FromTheDead);
+                }
+                continue;
+            }
+            if now >= deadline {
+                return Err(NotTaken::TimedOut);
+            }
+            let asleep = held | SLEEPING;
+            if held != asleep && self.word().compare_exchange(held, asleep, SeqCst, SeqCst).is_err() {
+                continue;
+            }
+            let nap = deadline.remaining_from(now).min(JUDGE_AFTER);
+            // Woken, timed out or interrupted alike: the next round looks.
+            let _ = sys::futex_wait(self.futex(), asleep as u32, nap);
+            if !still_whole() {
+                return Err(NotTaken::FileChanged);
+            }
+        }
+    }
+
+    /// Lets the word go, and wakes whoever sleeps on it. The holder's name
+    /// goes first, so that the page is as it was before the holding (a
+    /// judge that reads the word still held finds it unnamed, and waits).
+    pub fn release(&self) {
+        for name_at in [8, 16, 24] {
+            self.map.word64(self.at + name_at).store(0, SeqCst);
+        }
+        if self.word().swap(0, SeqCst) & SLEEPING != 0 {
+            sys::futex_wake(self.futex());
+        }
+    }
+
+    /// Writes who holds the word beside it, under the holding's tag: the
+    /// tag and pid last, so that a reader who finds them finds the rest.
+    fn name_holder(&self, holding: u64, me: &ProcessId) {
+        self.map.word64(self.at + 8).store(0, SeqCst);
+        self.map.word64(self.at + 16).store(me.namespace, SeqCst);
+        self.map.word64(self.at + 24).store(me.start_ticks, SeqCst);
+        self.map.word64(self.at + 8).store(holding, SeqCst);
+    }
+
+    /// Whether the holder of `holding`, unchanged for `held_for`, is
+    /// provably gone, as `me` can tell.
+    fn holder_is_gone(&self, holding: u64, me: &ProcessId, held_for: Duration) -> bool {
+        let named = self.map.word64(self.at + 8).load(SeqCst);
+        let holder = ProcessId {
+            namespace: self.map.word64(self.at + 16).load(SeqCst),
+            start_ticks: self.map.word64(self.at + 24).load(SeqCst),
+            pid: holding as u32 as i32,
+        };
+        if named == holding && self.map.word64(self.at + 8).load(SeqCst) == holding {
+            return holder.is_gone_as_seen_by(me);
+        }
+        // Not named under this holding: written over, or a holder stopped
+        // between taking the word and naming itself. Only a long wait, and
+        // a pid that no process has, make it gone.
+        held_for >= UNNAMED_PATIENCE && (holder.pid <= 0 || matches!(sys::kill(holder.pid, 0), Err(sys::Errno::ESRCH)))
+    }
+}
