@@ -67,7 +67,7 @@ fn uncontended(c: &mut Criterion) {
                     }
                     None => eprintln!("{name}/{fs}: {}", peer::LIBLOCKFILE_MISSING),
                 },
-                "flock" => {
+                "flock" | "shm" => {
                     let robust = peer::RobustMutex::new(&dir.path().join("pthread.shm"));
                     group.bench_function("peer: pthread robust mutex (shared map)", |b| {
                         b.iter(|| {

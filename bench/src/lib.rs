@@ -173,6 +173,9 @@ pub mod floor {
             "flock" => vec![("floor: flock lock+unlock", |p| Box::new(flock_on_open_fd(p)))],
             "symlink" => vec![("floor: symlink+unlink", |p| Box::new(symlink_unlink(p)))],
             "lease" => vec![("floor: (OFD lock, pread, pwrite, unlock) x2", |p| Box::new(locked_rewrite_twice(p)))],
+            "toplock" => {
+                vec![("floor: (OFD lock, pread, append, unlock) x2", |p| Box::new(locked_append_twice(p)))]
+            }
             _ => Vec::new(),
         }
     }
@@ -242,6 +245,17 @@ pub mod floor {
         }
     }
 
+    /// `F_OFD_SETLK` of the whole file `fd` to `kind` (`F_WRLCK`, `F_UNLCK`),
+    /// which must succeed: the floors run alone.
+    fn ofd_set(fd: libc::c_int, kind: libc::c_int) {
+        // SAFETY: an all-zero flock is a valid value; fields set below.
+        let mut range: libc::flock = unsafe { std::mem::zeroed() };
+        range.l_type = kind as libc::c_short;
+        range.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: a plain fcntl with a valid flock; a bad fd fails the assert.
+        assert_eq!(unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &range) }, 0);
+    }
+
     /// A record rewritten in place under an open-file-description lock (as
     /// `lease` locks its file), once to take and once to give back: (lock,
     /// pread, pwrite, unlock) x 2 of a lease line, on a descriptor kept open.
@@ -254,14 +268,7 @@ pub mod floor {
         assert!(fd >= 0);
         let record = [b' '; LINE];
         let mut buf = [0u8; LINE];
-        let ofd = move |kind: libc::c_int| {
-            // SAFETY: an all-zero flock is a valid value; fields set below.
-            let mut range: libc::flock = unsafe { std::mem::zeroed() };
-            range.l_type = kind as libc::c_short;
-            range.l_whence = libc::SEEK_SET as libc::c_short;
-            // SAFETY: fd is open; `range` is a valid flock for the call.
-            assert_eq!(unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &range) }, 0);
-        };
+        let ofd = move |kind: libc::c_int| ofd_set(fd, kind);
         move || {
             for _ in 0..2 {
                 ofd(libc::F_WRLCK);
@@ -269,6 +276,44 @@ pub mod floor {
                 unsafe {
                     assert!(libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0);
                     assert_eq!(libc::pwrite(fd, record.as_ptr().cast(), record.len(), 0), record.len() as isize);
+                }
+                ofd(libc::F_UNLCK);
+            }
+        }
+    }
+
+    /// A queue appended to under an open-file-description lock (as
+    /// `toplock` keeps its queue), once to ask and once to give back: (lock,
+    /// pread of the last line, append of a line, unlock) x 2 on a descriptor
+    /// kept open, the file cut back to nothing every 1024 appends (toplock
+    /// compacts its queue too, less often).
+    pub fn locked_append_twice(path: &Path) -> impl FnMut() {
+        const LINE: usize = lockcore::internals::LINE_CAPACITY;
+        let p = c_path(path);
+        // SAFETY: NUL-terminated path; the descriptor is leaked for the
+        // benchmark's lifetime on purpose (closed at process exit).
+        let fd =
+            unsafe { libc::open(p.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o600) };
+        assert!(fd >= 0);
+        let mut line = [b' '; LINE];
+        line[LINE - 1] = b'\n';
+        let mut last = [0u8; LINE];
+        let mut appended = 0u64;
+        let ofd = move |kind: libc::c_int| ofd_set(fd, kind);
+        move || {
+            for _ in 0..2 {
+                ofd(libc::F_WRLCK);
+                let end = (appended * LINE as u64).saturating_sub(LINE as u64) as libc::off_t;
+                // SAFETY: fd is open; the buffers outlive the calls.
+                unsafe {
+                    assert!(libc::pread(fd, last.as_mut_ptr().cast(), last.len(), end) >= 0);
+                    assert_eq!(libc::write(fd, line.as_ptr().cast(), line.len()), line.len() as isize);
+                }
+                appended += 1;
+                if appended == 1024 {
+                    // SAFETY: fd is open for writing.
+                    assert_eq!(unsafe { libc::ftruncate(fd, 0) }, 0);
+                    appended = 0;
                 }
                 ofd(libc::F_UNLCK);
             }
