@@ -36,8 +36,12 @@ fuzz_target!(|data: &[u8]| {
     if spec.scheme != Scheme::Lockfile {
         assert!(options.format.is_none() && options.ext.is_none() && !options.nfs, "{}", why());
     }
-    if spec.scheme != Scheme::Lease {
+    if !matches!(spec.scheme, Scheme::Lease | Scheme::Shm) {
         assert!(options.signal.is_none(), "{}", why());
+    }
+    // A mapped file only its owner may write: nobody else can shorten it.
+    if spec.scheme == Scheme::Shm {
+        assert_eq!(options.mode, 0o600, "{}", why());
     }
 
     let mut again = name.to_vec();
