@@ -299,6 +299,33 @@ pub fn path_too_long() -> Error {
     ))
 }
 
+/// Whether every process that can open a file of this directory shares
+/// its pages (a futex in it reaches them all, a write through a mapping is
+/// seen by all): not on a file system other hosts share, nor on one served
+/// from user space.
+pub fn on_one_host(dir: &CPath) -> bool {
+    const SHARED_WITH_OTHER_HOSTS: &[i64] = &[
+        0x6969,      // NFS
+        0x517b,      // SMB
+        0xff53_4d42, // CIFS
+        0xfe53_4d42, // SMB2
+        0x0102_1997, // 9P
+        0x00c3_6400, // Ceph
+        0x5346_414f, // AFS
+        0x6b41_4653, // kAFS
+        0x0116_1970, // GFS2
+        0x7461_636f, // OCFS2
+        0x0bd0_0bd0, // Lustre
+        0x7375_7245, // Coda
+        0x6573_5546, // FUSE
+        0x4750_4653, // GPFS
+    ];
+    match sys::fs_type_of(dir) {
+        Ok(kind) => !SHARED_WITH_OTHER_HOSTS.contains(&kind),
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

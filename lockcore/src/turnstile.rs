@@ -160,7 +160,7 @@ impl Turnstile {
             return Err(Unusable::Missing);
         }
         let dir = CPath::from_parts(&[lock.parent()]).map_err(|_| Unusable::Never)?;
-        if !events_reach_every_waiter(&dir) {
+        if !files::on_one_host(&dir) {
             return Err(Unusable::Never);
         }
         let initial = initial_content();
@@ -487,32 +487,6 @@ fn initial_content() -> [u8; FILE_LEN] {
         bytes[at..at + 8].copy_from_slice(&unsold.to_ne_bytes());
     }
     bytes
-}
-
-/// Whether a futex in a file of this directory reaches every process that
-/// can wait on the lock: not on a file system other hosts share, nor on one
-/// served from user space.
-fn events_reach_every_waiter(dir: &CPath) -> bool {
-    const SHARED_WITH_OTHER_HOSTS: &[i64] = &[
-        0x6969,      // NFS
-        0x517b,      // SMB
-        0xff53_4d42, // CIFS
-        0xfe53_4d42, // SMB2
-        0x0102_1997, // 9P
-        0x00c3_6400, // Ceph
-        0x5346_414f, // AFS
-        0x6b41_4653, // kAFS
-        0x0116_1970, // GFS2
-        0x7461_636f, // OCFS2
-        0x0bd0_0bd0, // Lustre
-        0x7375_7245, // Coda
-        0x6573_5546, // FUSE
-        0x4750_4653, // GPFS
-    ];
-    match sys::fs_type_of(dir) {
-        Ok(kind) => !SHARED_WITH_OTHER_HOSTS.contains(&kind),
-        Err(_) => false,
-    }
 }
 
 #[cfg(test)]
