@@ -155,6 +155,12 @@ fn initial_content() -> [u8; FILE_LEN] {
     bytes
 }
 
+/// Whether `now`, a file found at the lock's path, is the file `mapped`,
+/// still as long as the mapping.
+fn is_whole(now: &FileStat, mapped: &FileStat) -> bool {
+    now.same_file(mapped) && now.size >= FILE_LEN as u64
+}
+
 impl Shm {
     /// The mapping of the file at the path, opened (and made, if missing)
     /// the first time and again whenever the path has come to name another
@@ -168,11 +174,12 @@ impl Shm {
         // handle would open it, and judged by what it holds now, without a
         // touch of the page past its end.
         let still_mapped = match (&self.mapped, &at_path) {
-            (Some(mapped), Ok(now)) => now.same_file(&mapped.file) && now.size >= FILE_LEN as u64,
+            (Some(mapped), Ok(now)) => is_whole(now, &mapped.file),
             _ => false,
         };
-        let file = if still_mapped {
-            at_path.map_err(|e| FileError::io(FileRole::Lock, e))?
+        if still_mapped {
+            // Its owner may have changed its bits since it was mapped.
+            self.sharing.check_locked(FileRole::Lock, &at_path.map_err(|e| FileError::io(FileRole::Lock, e))?)?;
         } else {
             self.mapped = None;
             // The parent of a path that fits always fits.
@@ -187,9 +194,8 @@ impl Shm {
                 return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
             }
             let map = SharedMapping::new(&fd, FILE_LEN).map_err(|e| FileError::io(FileRole::Lock, e))?;
-            self.mapped.insert(Mapped { map, file }).file
-        };
-        self.sharing.check_locked(FileRole::Lock, &file)?;
+            self.mapped = Some(Mapped { map, file });
+        }
         let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
         let mut header = [0u8; HEADER.len()];
         mapped.map.read_bytes(0, &mut header);
@@ -208,7 +214,7 @@ impl Shm {
     /// Whether the path still names the file mapped, whole: a page of a
     /// file cut short since it was mapped must not be touched.
     fn still_whole(path: &CPath, mapped: &FileStat) -> bool {
-        sys::lstat(path).is_ok_and(|now| now.same_file(mapped) && now.size >= FILE_LEN as u64)
+        sys::lstat(path).is_ok_and(|now| is_whole(&now, mapped))
     }
 
     /// Takes the section word by `cx.deadline` and reads the lease and the
