@@ -302,8 +302,18 @@ pub fn path_too_long() -> Error {
 /// Whether every process that can open a file of this directory shares
 /// its pages (a futex in it reaches them all, a write through a mapping is
 /// seen by all): not on a file system other hosts share, nor on one served
-/// from user space.
+/// from user space. `false` where the directory cannot be looked at.
 pub fn on_one_host(dir: &CPath) -> bool {
+    sys::fs_type_of(dir).is_ok_and(is_of_one_host)
+}
+
+/// [`on_one_host`] for a file already open.
+pub fn open_file_on_one_host(fd: &Fd) -> bool {
+    sys::fs_type_of_open(fd).is_ok_and(is_of_one_host)
+}
+
+/// Whether a file system of this `statfs` type keeps its pages on one host.
+fn is_of_one_host(kind: i64) -> bool {
     const SHARED_WITH_OTHER_HOSTS: &[i64] = &[
         0x6969,      // NFS
         0x517b,      // SMB
@@ -320,15 +330,27 @@ pub fn on_one_host(dir: &CPath) -> bool {
         0x6573_5546, // FUSE
         0x4750_4653, // GPFS
     ];
-    match sys::fs_type_of(dir) {
-        Ok(kind) => !SHARED_WITH_OTHER_HOSTS.contains(&kind),
-        Err(_) => false,
-    }
+    !SHARED_WITH_OTHER_HOSTS.contains(&kind)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn network_and_user_space_file_systems_are_not_of_one_host() {
+        const NFS: i64 = 0x6969;
+        const FUSE: i64 = 0x6573_5546;
+        const TMPFS: i64 = 0x0102_1994;
+        const EXT4: i64 = 0xef53;
+        assert!(!is_of_one_host(NFS) && !is_of_one_host(FUSE));
+        assert!(is_of_one_host(TMPFS) && is_of_one_host(EXT4));
+        let dir = std::env::temp_dir();
+        assert!(on_one_host(&cpath(&dir)), "{} is local here", dir.display());
+        let fd = sys::open(&cpath(&dir), libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+        assert!(open_file_on_one_host(&fd));
+        assert!(!on_one_host(&cpath(&dir.join("no-such-directory-here"))), "what cannot be looked at is not");
+    }
 
     fn cpath(path: &std::path::Path) -> CPath {
         CPath::from_parts(&[path.to_str().unwrap().as_bytes()]).unwrap()

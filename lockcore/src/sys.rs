@@ -1070,6 +1070,15 @@ pub fn fs_type_of(path: &CPath) -> SysResult<i64> {
     Ok(info.f_type as i64)
 }
 
+/// `fstatfs(2)`'s `f_type`: which kind of file system holds the open file `fd`.
+pub fn fs_type_of_open(fd: &Fd) -> SysResult<i64> {
+    // SAFETY: an all-zero statfs is a valid out-buffer.
+    let mut info: libc::statfs = unsafe { core::mem::zeroed() };
+    // SAFETY: an open descriptor and a valid out-pointer.
+    retry(|| cvt(unsafe { libc::fstatfs(fd.0, &mut info) }))?;
+    Ok(info.f_type as i64)
+}
+
 // ---------------------------------------------------------------------------
 // Stream sockets, for the locks that live on a server. Every socket is
 // non-blocking: a caller waits for it with `poll_socket` and its own

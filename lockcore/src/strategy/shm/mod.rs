@@ -182,14 +182,13 @@ impl Shm {
             self.sharing.check_locked(FileRole::Lock, &at_path.map_err(|e| FileError::io(FileRole::Lock, e))?)?;
         } else {
             self.mapped = None;
-            // The parent of a path that fits always fits.
-            if !CPath::from_parts(&[self.path.parent()]).is_ok_and(|dir| files::on_one_host(&dir)) {
+            let (fd, file) = files::open_state_file(&self.path, FileRole::Lock, self.sharing, &initial_content(), 0)?;
+            if !files::open_file_on_one_host(&fd) {
                 // Each host would map a page of its own: two holders.
                 return Err(Error::Unsupported(crate::error::Unsupported::Here(
                     "a shm lock on a file system shared with other hosts or served from user space",
                 )));
             }
-            let (fd, file) = files::open_state_file(&self.path, FileRole::Lock, self.sharing, &initial_content(), 0)?;
             if file.size < FILE_LEN as u64 {
                 return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
             }
