@@ -137,7 +137,7 @@ pub const NEW_LEASE: LeaseState = LeaseState::Free { not_before: None, fence: 0 
 
 /// The lease's rules, as changes of its state: the one place they live,
 /// whatever keeps the state and excludes the others while it changes
-/// (a file and its lock here, a shared mapping and its mutex in `shm`).
+/// (a file and its lock here, a shared mapping and a word of it in `shm`).
 /// Each is called with the state read at `now` under that exclusion and
 /// says what to write, if anything.
 impl LeaseState {
