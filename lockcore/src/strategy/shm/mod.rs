@@ -483,9 +483,9 @@ mod tests {
         // means nothing here, however dead it looks.
         let holding = (7u64 << 32) | 0x3fff_fff0;
         map.word64(SECTION_AT).store(holding, SeqCst);
-        map.word64(SECTION_AT + 16).store(me.namespace ^ 1, SeqCst);
-        map.word64(SECTION_AT + 24).store(12345, SeqCst);
-        map.word64(SECTION_AT + 8).store(holding, SeqCst);
+        map.word64(SECTION_AT + section::NAMESPACE_AT).store(me.namespace ^ 1, SeqCst);
+        map.word64(SECTION_AT + section::START_AT).store(12345, SeqCst);
+        map.word64(SECTION_AT + section::NAMED_AT).store(holding, SeqCst);
         assert_eq!(word.take(&me, soon(), &mut || true), Err(NotTaken::TimedOut));
         // And a file cut short during the wait is not touched again.
         assert_eq!(word.take(&me, far(), &mut || false), Err(NotTaken::FileChanged));

@@ -68,6 +68,14 @@ pub enum NotTaken {
 /// The bytes the word and the holder's name take from `at` on.
 pub const LEN: usize = 32;
 
+/// Where the holder's name lies, from the word: the holding it names (the
+/// word's value, written last), then the holder's pid namespace and start
+/// time.
+pub(super) const NAMED_AT: usize = 8;
+pub(super) const NAMESPACE_AT: usize = 16;
+pub(super) const START_AT: usize = 24;
+const _: () = assert!(START_AT + 8 == LEN);
+
 impl<'m> SectionWord<'m> {
     /// The word at byte `at` of `map` (8-aligned, [`LEN`] bytes).
     pub fn at(map: &'m SharedMapping, at: usize) -> SectionWord<'m> {
@@ -142,7 +150,7 @@ impl<'m> SectionWord<'m> {
     /// goes first, so that the page is as it was before the holding (a
     /// judge that reads the word still held finds it unnamed, and waits).
     pub fn release(&self) {
-        for name_at in [8, 16, 24] {
+        for name_at in [NAMED_AT, NAMESPACE_AT, START_AT] {
             self.map.word64(self.at + name_at).store(0, SeqCst);
         }
         if self.word().swap(0, SeqCst) & SLEEPING != 0 {
@@ -153,22 +161,22 @@ impl<'m> SectionWord<'m> {
     /// Writes who holds the word beside it, under the holding's tag: the
     /// tag and pid last, so that a reader who finds them finds the rest.
     fn name_holder(&self, holding: u64, me: &ProcessId) {
-        self.map.word64(self.at + 8).store(0, SeqCst);
-        self.map.word64(self.at + 16).store(me.namespace, SeqCst);
-        self.map.word64(self.at + 24).store(me.start_ticks, SeqCst);
-        self.map.word64(self.at + 8).store(holding, SeqCst);
+        self.map.word64(self.at + NAMED_AT).store(0, SeqCst);
+        self.map.word64(self.at + NAMESPACE_AT).store(me.namespace, SeqCst);
+        self.map.word64(self.at + START_AT).store(me.start_ticks, SeqCst);
+        self.map.word64(self.at + NAMED_AT).store(holding, SeqCst);
     }
 
     /// Whether the holder of `holding`, unchanged for `held_for`, is
     /// provably gone, as `me` can tell.
     fn holder_is_gone(&self, holding: u64, me: &ProcessId, held_for: Duration) -> bool {
-        let named = self.map.word64(self.at + 8).load(SeqCst);
+        let named = self.map.word64(self.at + NAMED_AT).load(SeqCst);
         let holder = ProcessId {
-            namespace: self.map.word64(self.at + 16).load(SeqCst),
-            start_ticks: self.map.word64(self.at + 24).load(SeqCst),
+            namespace: self.map.word64(self.at + NAMESPACE_AT).load(SeqCst),
+            start_ticks: self.map.word64(self.at + START_AT).load(SeqCst),
             pid: holding as u32 as i32,
         };
-        if named == holding && self.map.word64(self.at + 8).load(SeqCst) == holding {
+        if named == holding && self.map.word64(self.at + NAMED_AT).load(SeqCst) == holding {
             return holder.is_gone_as_seen_by(me);
         }
         // Not named under this holding: written over, or a holder stopped
