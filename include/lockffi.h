@@ -413,13 +413,6 @@ typedef enum {
 typedef struct lock_handle lock_handle;
 
 /**
- * Called once, from the watchdog's thread, when the watchdog finds that
- * someone else holds the lock; the watchdog stops afterwards. What it may
- * call, on its own handle too, is in `lock_autorenew`.
- */
-typedef void (*lock_lost_fn)(void *context);
-
-/**
  * The state of a lock, as `lock_inspect` reads it without taking it.
  */
 typedef struct {
@@ -475,6 +468,13 @@ typedef struct {
    */
   int64_t since_unix_ms;
 } lock_info;
+
+/**
+ * Called once, from the watchdog's thread, when the watchdog finds that
+ * someone else holds the lock; the watchdog stops afterwards. What it may
+ * call, on its own handle too, is in `lock_autorenew`.
+ */
+typedef void (*lock_lost_fn)(void *context);
 
 /**
  * Called while `lock_acquire` waits: after `wmin`, then every `wafter`, with
@@ -698,6 +698,28 @@ lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
  * `handle` is NULL or a live handle from `lock_open`.
  */
 lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
+
+/**
+ * Whether the acquisition the handle holds took the lock over from a
+ * holder that had died holding it or run past its expiry, and who that
+ * was: like a robust mutex's `EOWNERDEAD`, a sign that what the lock
+ * protects may have been left half-done. On `LOCK_OK`, `*previous_out`
+ * describes that holder as `lock_inspect` saw it just before the lock was
+ * broken (`held` and `stale` true; `owner_liveness` `LOCK_OWNER_DEAD` for
+ * one that died), or is all zero (`held` false) if the lock was free.
+ * `last_fence`, `cooldown_until_unix_ms` and `queue_length` are always 0.
+ * It reads no file and asks no server. `redis` cannot tell of a holder
+ * whose key expired on the server; `toplock` of one whose queue entry was
+ * compacted away meanwhile: both answer `held` false.
+ *
+ * Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_NOT_HELD`,
+ * `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.
+ *
+ * # Safety
+ * `handle` is NULL or a live handle; `previous_out` is NULL or valid for
+ * one write.
+ */
+lock_result lock_took_over(lock_handle *handle, lock_info *previous_out);
 
 /**
  * Replaces `target_path` with the finished file `temp_path` (by

@@ -63,8 +63,6 @@ typedef enum {
 
 typedef struct lock_handle lock_handle;
 
-typedef void (*lock_lost_fn)(void *context);
-
 typedef struct {
   bool held;
   bool held_by_this_handle;
@@ -79,6 +77,8 @@ typedef struct {
   uint32_t queue_length;
   int64_t since_unix_ms;
 } lock_info;
+
+typedef void (*lock_lost_fn)(void *context);
 
 typedef void (*lock_warning_fn)(void *context, uint64_t waited_ms);
 
@@ -101,6 +101,8 @@ lock_result lock_acquire(lock_handle *handle, uint64_t timeout_ms, uint64_t *fen
 lock_result lock_release(lock_handle *handle, uint64_t cooldown_ms);
 
 lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
+
+lock_result lock_took_over(lock_handle *handle, lock_info *previous_out);
 
 lock_result lock_commit(lock_handle *handle, const char *temp_path, const char *target_path);
 

@@ -1611,7 +1611,17 @@ static bool killed_holder(const struct strategy *s, const char *dir) {
         } else {
             CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK); /* at once: one attempt */
             CHECK_MSG(fence > child_fence, "fence %" PRIu64 " after the dead holder's %" PRIu64, fence, child_fence);
+            /* the acquisition says whose lock it took over, and that it died */
+            lock_info previous;
+            CHECK_RC(lock_took_over(h, &previous), LOCK_OK);
+            CHECK_MSG(previous.held && previous.stale && previous.owner_pid == (int32_t)pid &&
+                          previous.owner_liveness == LOCK_OWNER_DEAD && previous.fence == child_fence,
+                      "took over from: held %d, stale %d, pid %d (child %ld), liveness %d, fence %" PRIu64
+                      " (child's %" PRIu64 ")",
+                      (int)previous.held, (int)previous.stale, (int)previous.owner_pid, (long)pid,
+                      (int)previous.owner_liveness, previous.fence, child_fence);
             CHECK_RC(lock_release(h, 0), LOCK_OK);
+            CHECK_RC(lock_took_over(h, &previous), LOCK_ERR_NOT_HELD);
         }
         CLOSE(h);
     }

@@ -353,8 +353,22 @@ static bool release_twice(const struct strategy *s, const char *dir) {
     OPEN(h, s, dir, NULL);
     OPEN(other, s, dir, NULL);
     CHECK_RC(lock_release(h, 0), LOCK_ERR_NOT_HELD); /* never acquired */
+    lock_info previous, untouched;
+    memset(&previous, 0x5A, sizeof previous);
+    untouched = previous;
+    CHECK_RC(lock_took_over(h, &previous), LOCK_ERR_NOT_HELD);
+    CHECK_MSG(memcmp(&previous, &untouched, sizeof previous) == 0, "previous_out written on LOCK_ERR_NOT_HELD");
+    char message[512];
+    lock_last_error_message(message, sizeof message);
+    CHECK_MSG(strstr(message, "lock_took_over") != NULL && strstr(message, s->lock_name) != NULL,
+              "the NOT_HELD message \"%s\" names neither the call nor the lock %s", message, s->lock_name);
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_took_over(h, NULL), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_RC(lock_took_over(h, &previous), LOCK_OK);
+    CHECK_MSG(!previous.held && previous.owner_pid == 0 && previous.fence == 0,
+              "a free lock was taken over from nobody: held %d, pid %d", (int)previous.held, (int)previous.owner_pid);
     CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_RC(lock_took_over(h, &previous), LOCK_ERR_NOT_HELD);
     CHECK_RC(lock_release(h, 0), LOCK_ERR_NOT_HELD);
     CHECK_RC(lock_release(h, 1000), LOCK_ERR_NOT_HELD);
     /* the failed releases changed nothing: no cooldown, and another holder
@@ -677,6 +691,8 @@ static bool test_null_arguments(void) {
     before = info;
     CHECK_RC(lock_inspect(NULL, &info), LOCK_ERR_NULL_ARGUMENT);
     CHECK_MSG(memcmp(&info, &before, sizeof info) == 0, "info_out written on LOCK_ERR_NULL_ARGUMENT");
+    CHECK_RC(lock_took_over(NULL, &info), LOCK_ERR_NULL_ARGUMENT);
+    CHECK_MSG(memcmp(&info, &before, sizeof info) == 0, "previous_out written on LOCK_ERR_NULL_ARGUMENT");
     bool was_held = true;
     CHECK_RC(lock_break(NULL, &was_held), LOCK_ERR_NULL_ARGUMENT);
     CHECK(was_held == true);

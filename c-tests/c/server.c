@@ -1137,6 +1137,15 @@ static bool test_killed_holder(void) {
         CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK); /* one attempt */
         CHECK_MSG(fence > child_fence, "round %zu: fence %" PRIu64 " after the dead holder's %" PRIu64, round, fence,
                   child_fence);
+        /* a dead holder broken by this acquisition is named; one an
+         * operator broke before it is not */
+        lock_info previous;
+        CHECK_RC(lock_took_over(h, &previous), LOCK_OK);
+        CHECK_MSG(previous.held == breaks_dead &&
+                      (!breaks_dead || (previous.owner_pid == (int32_t)pid &&
+                                        previous.owner_liveness == LOCK_OWNER_DEAD && previous.fence == child_fence)),
+                  "round %zu: took over from: held %d, pid %d (child %ld), liveness %d", round, (int)previous.held,
+                  (int)previous.owner_pid, (long)pid, (int)previous.owner_liveness);
         CHECK_RC(lock_release(h, 0), LOCK_OK);
         CLOSE(h);
     }

@@ -8,11 +8,11 @@ use core::time::Duration;
 use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{Contention, Error, FileRole};
 use crate::fair::{self, Try};
-use crate::owner::{Nonce, Owner};
+use crate::owner::{Liveness, Nonce, Owner};
 use crate::record::Record;
 use crate::registry::{Ability, AnyStrategy};
 use crate::spec::{Spec, Target};
-use crate::strategy::{CommitOutcome, Context, Inspection, ProlongOutcome, ReleaseOutcome};
+use crate::strategy::{CommitOutcome, Context, Holder, Inspection, ProlongOutcome, ReleaseOutcome, Taken};
 use crate::sys::{self, CPath};
 use crate::trust::Sharing;
 use crate::turnstile::{Ahead, Ticket, Turnstile, Unusable};
@@ -47,6 +47,21 @@ pub struct Acquired {
     pub fence: u64,
     /// When others may break the lock; `None` without a TTL.
     pub expires: Option<WallTime>,
+    /// The holder whose lock this acquisition found stale and broke, as
+    /// judged then: its process had died (`liveness` is
+    /// [`Liveness::Dead`](crate::Liveness::Dead)), or it had run past its
+    /// expiry. Whatever it protected may be half-done: check it, as after
+    /// a robust mutex's `EOWNERDEAD`. `None` when the lock was free, or
+    /// when nothing is left to tell (a `redis` key that expired on the
+    /// server, a `toplock` queue compacted since).
+    pub took_over_from: Option<Holder>,
+}
+
+impl Acquired {
+    /// Whether the previous holder died holding the lock.
+    pub fn previous_holder_died(&self) -> bool {
+        self.took_over_from.is_some_and(|holder| holder.liveness == Liveness::Dead)
+    }
 }
 
 /// A lock named by a spec, and this process's hold on it.
@@ -66,6 +81,9 @@ pub struct Lock {
     sharing: Sharing,
     strategy: AnyStrategy,
     held: Option<Record>,
+    /// The stale holder `held`'s acquisition broke; meaningless without
+    /// `held`.
+    took_over_from: Option<Holder>,
     /// Made by [`Lock::adopt`]: prolongs, never releases on drop.
     adopted: bool,
     /// The queue this handle's waits take their turns in.
@@ -120,7 +138,18 @@ impl Lock {
         let strategy = AnyStrategy::open(&spec, sharing)?;
         let line = if spec.options.fair { Line::Unopened } else { Line::Unfair };
         let pid = crate::process::pid();
-        Ok(Lock { spec, me: owner, pid, sharing, strategy, held: None, adopted: false, line, turn: None })
+        Ok(Lock {
+            spec,
+            me: owner,
+            pid,
+            sharing,
+            strategy,
+            held: None,
+            took_over_from: None,
+            adopted: false,
+            line,
+            turn: None,
+        })
     }
 
     /// The spec this handle was opened with.
@@ -152,6 +181,12 @@ impl Lock {
     /// The record of the acquisition this handle holds.
     pub fn held(&self) -> Option<&Record> {
         self.held.as_ref()
+    }
+
+    /// The stale holder that the acquisition this handle holds broke
+    /// ([`Acquired::took_over_from`]); `None` when it holds nothing.
+    pub fn took_over_from(&self) -> Option<&Holder> {
+        self.held.as_ref().and(self.took_over_from.as_ref())
     }
 
     /// Puts the path back into an error of this lock, for a message:
@@ -284,14 +319,15 @@ impl Lock {
         }
         let nonce = Nonce::random()?;
         let ttl = self.spec.options.ttl;
-        let record = self.run_waiting(deadline, waits_for, |strategy, cx| {
+        let Taken { record, took_over_from } = self.run_waiting(deadline, waits_for, |strategy, cx| {
             match (patience, strategy.abilities().as_timed_acquire()) {
                 (Patience::UntilDeadline, Some(timed)) => timed.acquire_until(cx, nonce, ttl),
                 _ => strategy.core().try_acquire(cx, nonce, ttl),
             }
         })?;
         self.held = Some(record);
-        Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall) })
+        self.took_over_from = took_over_from;
+        Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall), took_over_from })
     }
 
     /// Gives up a queue place kept by failed attempts, by `deadline`. If

@@ -312,7 +312,7 @@ mod no_server {
     use crate::owner::Nonce;
     use crate::record::Record;
     use crate::spec::{Spec, Target};
-    use crate::strategy::{Context, Inspection, ReleaseOutcome, Strategy};
+    use crate::strategy::{Context, Inspection, ReleaseOutcome, Strategy, Taken};
     use crate::trust::Sharing;
 
     /// Always busy: no server answers. Counts how it was asked.
@@ -325,7 +325,7 @@ mod no_server {
     }
 
     impl crate::strategy::TimedAcquire for NoServer {
-        fn acquire_until(&mut self, cx: &Context<'_>, _: Nonce, _: Option<Duration>) -> Result<Record, Error> {
+        fn acquire_until(&mut self, cx: &Context<'_>, _: Nonce, _: Option<Duration>) -> Result<Taken, Error> {
             self.waits += 1;
             crate::sys::sleep(cx.deadline.remaining_from(crate::clock::MonoTime::now()));
             Err(Error::Busy(Contention::Raced))
@@ -340,7 +340,7 @@ mod no_server {
             }
         }
 
-        fn try_acquire(&mut self, _: &Context<'_>, _: Nonce, _: Option<Duration>) -> Result<Record, Error> {
+        fn try_acquire(&mut self, _: &Context<'_>, _: Nonce, _: Option<Duration>) -> Result<Taken, Error> {
             self.tries += 1;
             Err(Error::Busy(Contention::Raced))
         }

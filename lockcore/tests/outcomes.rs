@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use common::*;
-use lockcore::{Error, ErrorKind, Lock, ProlongOutcome, ReleaseOutcome};
+use lockcore::{Error, ErrorKind, Liveness, Lock, ProlongOutcome, ReleaseOutcome};
 
 // Shared-memory slots.
 const TAKEN: usize = 0;
@@ -35,6 +35,11 @@ const TAKER_FENCE: usize = 1;
 const TAKER_RESULT: usize = 2;
 const CHECKED: usize = 3;
 const TAKER_RELEASE: usize = 4;
+/// The pid of the holder the taker's acquisition took over from; 0: none.
+const TAKER_TOOK_OVER_FROM: usize = 5;
+/// Whether that holder was alive (`ALIVE`) or not when it was broken.
+const TAKER_TOOK_OVER_ALIVE: usize = 6;
+const ALIVE: u64 = 1;
 
 const TOOK: u64 = 1;
 const BUSY: u64 = 2;
@@ -50,6 +55,11 @@ fn run_role(role: &str) {
     let mut lock = open_lock(&var("SPEC"));
     match lock.try_acquire() {
         Ok(acquired) => {
+            if let Some(previous) = acquired.took_over_from {
+                assert!(previous.stale, "a lock is taken over only once judged stale");
+                shm.at(TAKER_TOOK_OVER_FROM).store(previous.pid as u64, SeqCst);
+                shm.at(TAKER_TOOK_OVER_ALIVE).store(u64::from(previous.liveness == Liveness::Alive) * ALIVE, SeqCst);
+            }
             shm.at(TAKER_FENCE).store(acquired.fence, SeqCst);
             shm.at(TAKER_RESULT).store(TOOK, SeqCst);
         }
@@ -185,8 +195,9 @@ fn prolong_after_another_process_took_over_is_lost() {
 }
 
 /// A live holder past its TTL, and another process that tries: it breaks
-/// the lock where the scheme breaks stale locks, and the holder is told
-/// `Lost`; a live flock holder is never broken, the other process is told
+/// the lock where the scheme breaks stale locks, its acquisition names the
+/// holder it took over from (alive: it ran past its TTL, it did not die),
+/// and the holder is told `Lost`; a live flock holder is never broken, the other process is told
 /// `Busy`, and the holder's release says `Expired`.
 #[test]
 fn a_live_holder_past_its_ttl_is_broken_unless_the_kernel_holds_it() {
@@ -198,6 +209,11 @@ fn a_live_holder_past_its_ttl_is_broken_unless_the_kernel_holds_it() {
         let (taken, outcome) =
             if scheme.breaks_stale_locks() { (TOOK, ReleaseOutcome::Lost) } else { (BUSY, ReleaseOutcome::Expired) };
         assert_eq!(shm.get(TAKER_RESULT), taken);
+        // A key that expired on its server leaves nobody to name.
+        let named = scheme.breaks_stale_locks() && !expires_on_server(scheme);
+        let me = if named { u64::from(std::process::id()) } else { 0 };
+        assert_eq!(shm.get(TAKER_TOOK_OVER_FROM), me, "the holder the taker took over from");
+        assert_eq!(shm.get(TAKER_TOOK_OVER_ALIVE), if named { ALIVE } else { 0 });
         assert_eq!(lock.release(Duration::ZERO), Ok(outcome));
         shm.open_gate(CHECKED);
         taker.expect_success("taker");

@@ -14,6 +14,9 @@
 //!   that owner death, not age, is what let us in.
 //! * `flock`: the kernel drops the lock when the holder dies (a zombie holds
 //!   no files), so the next `try_acquire` succeeds for every `stale` setting.
+//!
+//! Either way the acquisition says whose lock it took over and that its
+//! holder died; one that follows an ordinary release took over nothing.
 
 mod common;
 
@@ -101,10 +104,23 @@ fn killed_holder_lets_the_next_in(scheme: Scheme, dir: &TestDir, corpse: Corpse)
 
     let acquired = next.try_acquire().expect("the next process gets in at once");
     assert!(acquired.fence > shm.get(HOLDER_FENCE));
+    // Its outcome says whose lock it took over, and that the holder died.
+    let previous = acquired.took_over_from.expect("the acquisition names the holder it took over from");
+    assert_eq!((previous.pid, previous.liveness), (pid as i32, Liveness::Dead), "{corpse:?} holder");
+    assert!(previous.stale && acquired.previous_holder_died());
+    assert_eq!(next.took_over_from(), Some(&previous));
     let seen = patient.inspect().unwrap();
     assert_eq!(seen.holder.unwrap().pid, std::process::id() as i32);
     assert_eq!(seen.last_fence, acquired.fence);
     assert_eq!(kind(patient.try_acquire()), Err(ErrorKind::Busy));
+
+    // A lock released in the ordinary way is taken over from nobody.
+    next.release(Duration::ZERO).unwrap();
+    assert_eq!(next.took_over_from(), None, "a handle that holds nothing took nothing over");
+    let acquired = patient.try_acquire().unwrap();
+    assert_eq!(acquired.took_over_from, None);
+    assert!(!acquired.previous_holder_died());
+    patient.release(Duration::ZERO).unwrap();
 
     if corpse == Corpse::Zombie {
         assert!(!child.wait().unwrap().success());

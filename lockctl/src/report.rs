@@ -58,21 +58,26 @@ pub fn host(holder: &Holder) -> Option<String> {
     holder.host.map(|host| String::from_utf8_lossy(host.as_bytes()).into_owned())
 }
 
+/// The holder, by pid and host: `pid 4242 on web1`, `a process that
+/// named no pid`.
+pub fn who(holder: &Holder) -> String {
+    let mut who = match holder.pid {
+        0 => String::from("a process that named no pid"),
+        pid => format!("pid {pid}"),
+    };
+    if let Some(host) = host(holder) {
+        let _ = write!(who, " on {host}");
+    }
+    who
+}
+
 /// Who stands in the way, in one line: `held by pid 4242 on web1 for
 /// 12s, expires in 18s`, `cooling down for 4s more`, `free`.
 pub fn obstacle(inspection: &Inspection, now: WallTime) -> String {
     let mut line = String::new();
     match (State::of(inspection, now), inspection.holder) {
         (State::Held | State::Stale, Some(holder)) => {
-            match holder.pid {
-                0 => line.push_str("held by a process that named no pid"),
-                pid => {
-                    let _ = write!(line, "held by pid {pid}");
-                }
-            }
-            if let Some(host) = host(&holder) {
-                let _ = write!(line, " on {host}");
-            }
+            let _ = write!(line, "held by {}", who(&holder));
             if let Some(since) = holder.since {
                 let _ = write!(line, " for {}", span(now.since(since)));
             }

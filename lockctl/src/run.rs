@@ -131,6 +131,11 @@ impl Options {
             }
         };
         command.env("LOCK_FENCE", acquired.fence.to_string()).env("LOCK_SPEC", &self.spec);
+        // Set only by this acquisition: never inherited from an outer run.
+        match took_over(acquired) {
+            Some(how) => command.env(TOOK_OVER_VAR, how),
+            None => command.env_remove(TOOK_OVER_VAR),
+        };
         command
     }
 
@@ -155,6 +160,9 @@ pub fn run(args: Vec<OsString>) -> Result<u8, Failure> {
         return Err(Failure::usage("--autorenew renews a lock that has a ttl: give --ttl, or ttl= in the spec"));
     }
     let acquired = acquire(&mut lock, &spec, &options, &signals)?;
+    if let Some(line) = took_over_line(&acquired, &options.label()).filter(|_| !options.quiet) {
+        say(line);
+    }
     // A flock lock's ttl is advisory: nobody can take it from a live
     // holder, so one run with --autorenew has nothing to report past it.
     let expiry_moot = options.quiet || (options.autorenew && !spec.scheme.breaks_stale_locks());
@@ -201,6 +209,23 @@ pub fn run(args: Vec<OsString>) -> Result<u8, Failure> {
         }
     };
     release_then(&mut lock, code)
+}
+
+/// Where the command learns that the lock was taken over from a holder
+/// that died or ran past its TTL, whose work may be half-done.
+const TOOK_OVER_VAR: &str = "LOCK_TOOK_OVER";
+
+/// What `LOCK_TOOK_OVER` says of a taken-over lock: `dead` if its holder
+/// had died, `expired` if it had run past its TTL.
+fn took_over(acquired: &Acquired) -> Option<&'static str> {
+    acquired.took_over_from.map(|_| if acquired.previous_holder_died() { "dead" } else { "expired" })
+}
+
+/// The line that tells the user whose lock was taken over.
+fn took_over_line(acquired: &Acquired, label: &str) -> Option<String> {
+    let who = crate::report::who(&acquired.took_over_from?);
+    let why = if acquired.previous_holder_died() { "which died holding it" } else { "whose ttl had run out" };
+    Some(format!("took '{label}' over from {who}, {why}"))
 }
 
 /// Takes the lock as the options say; a failure carries the conflict

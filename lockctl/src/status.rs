@@ -52,13 +52,7 @@ fn as_text(spec: &str, path: Option<&str>, inspection: &Inspection, now: WallTim
     }
     line("state", state.name());
     if let Some(holder) = inspection.holder {
-        let mut who = match holder.pid {
-            0 => String::from("a process that named no pid"),
-            pid => format!("pid {pid}"),
-        };
-        if let Some(host) = host(&holder) {
-            let _ = write!(who, " on {host}");
-        }
+        let mut who = report::who(&holder);
         let _ = write!(who, " ({}{})", liveness_name(holder.liveness), if holder.stale { ", stale" } else { "" });
         line("holder", &who);
         if let Some(since) = holder.since {

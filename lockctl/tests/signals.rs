@@ -108,7 +108,33 @@ fn a_command_whose_lockctl_is_killed_gets_the_lost_signal() {
             std::fs::read_to_string(&got).is_ok_and(|said| said.ends_with('\n'))
         });
         assert_eq!(std::fs::read_to_string(&got).unwrap(), "USR1\n");
-        // The next acquirer gets the lock of the dead lockctl at once.
-        assert_eq!(lockctl_run(&["run", "-n", &spec, "true"]).code(), 0);
+        // The next acquirer gets the lock of the dead lockctl at once, and
+        // its command and its user are told that the holder died.
+        let out = lockctl_run(&["run", "-n", &spec, "-c", "echo \"$LOCK_TOOK_OVER\""]);
+        assert_eq!((out.code(), out.stdout.as_str()), (0, "dead\n"), "{out:?}");
+        let said = format!("over from pid {} on ", child.id());
+        assert!(out.stderr.contains(&said) && out.stderr.contains("which died holding it"), "{out:?}");
+        // Only that acquisition: the next one follows a release.
+        let out = lockctl_run(&["run", "-n", &spec, "-c", "echo \"${LOCK_TOOK_OVER-unset}\""]);
+        assert_eq!((out.code(), out.stdout.as_str(), out.stderr.as_str()), (0, "unset\n", ""), "{out:?}");
+    });
+}
+
+/// `LOCK_TOOK_OVER` is this acquisition's: a value in lockctl's own
+/// environment (an outer run's) does not reach the command.
+#[test]
+fn a_lock_taken_over_from_nobody_unsets_an_inherited_took_over() {
+    each_scheme("inherited", |scheme, dir| {
+        let spec = dir.spec(scheme, "");
+        let child = lockctl()
+            .args(["run", "-n", &spec, "-c", "echo \"${LOCK_TOOK_OVER-unset}\""])
+            .env("LOCK_TOOK_OVER", "dead")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = finish(child);
+        assert_eq!((out.code(), out.stdout.as_str()), (0, "unset\n"), "{out:?}");
     });
 }

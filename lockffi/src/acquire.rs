@@ -1,5 +1,5 @@
 //! Holding a lock: `lock_try_acquire`, `lock_acquire`, `lock_release`,
-//! `lock_prolong`.
+//! `lock_prolong`, `lock_took_over`.
 
 use std::time::Duration;
 
@@ -7,8 +7,9 @@ use std::fmt::Write;
 
 use crate::boundary::{duration_arg, ffi_export, while_waiting_say, write_optional, AtLock};
 use crate::handle::lock_handle;
+use crate::inspect::{describe_holder, NOBODY};
 use crate::result::lock_result;
-use crate::types::LOCK_WAIT_FOREVER;
+use crate::types::{lock_info, LOCK_WAIT_FOREVER};
 
 /// One attempt to take the lock, returning within a tenth of a second
 /// whatever other processes do. `LOCK_BUSY` if someone else holds it, it is
@@ -204,5 +205,39 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
             claimed.holds_nothing();
         }
         Ok(outcome.into())
+    })
+}
+
+/// Whether the acquisition the handle holds took the lock over from a
+/// holder that had died holding it or run past its expiry, and who that
+/// was: like a robust mutex's `EOWNERDEAD`, a sign that what the lock
+/// protects may have been left half-done. On `LOCK_OK`, `*previous_out`
+/// describes that holder as `lock_inspect` saw it just before the lock was
+/// broken (`held` and `stale` true; `owner_liveness` `LOCK_OWNER_DEAD` for
+/// one that died), or is all zero (`held` false) if the lock was free.
+/// `last_fence`, `cooldown_until_unix_ms` and `queue_length` are always 0.
+/// It reads no file and asks no server. `redis` cannot tell of a holder
+/// whose key expired on the server; `toplock` of one whose queue entry was
+/// compacted away meanwhile: both answer `held` false.
+///
+/// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_NOT_HELD`,
+/// `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `previous_out` is NULL or valid for
+/// one write.
+#[no_mangle]
+pub unsafe extern "C" fn lock_took_over(handle: *mut lock_handle, previous_out: *mut lock_info) -> lock_result {
+    ffi_export!(lock_took_over, claim(handle), required(previous_out), |claimed| {
+        let lock = claimed.lock();
+        if lock.held().is_none() {
+            return Err(lockcore::Error::NotHeld).at(lock);
+        }
+        let mut previous = NOBODY;
+        if let Some(holder) = lock.took_over_from() {
+            describe_holder(&mut previous, holder);
+        }
+        write_optional(previous_out, previous);
+        Ok(lock_result::LOCK_OK)
     })
 }

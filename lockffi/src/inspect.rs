@@ -4,12 +4,53 @@
 
 use std::ffi::{c_char, c_void};
 
-use lockcore::{Liveness, WallTime};
+use lockcore::{Holder, Liveness, WallTime};
 
 use crate::boundary::{ffi_export, write_optional, AtLock, Failure};
 use crate::handle::{lock_cancel_fn, lock_handle, lock_warning_fn, Cancel, Warning};
 use crate::result::lock_result;
 use crate::types::{lock_info, lock_liveness, LOCK_HOST_CAPACITY};
+
+/// A lock's state with nobody holding it and nothing handed out.
+pub(crate) const NOBODY: lock_info = lock_info {
+    held: false,
+    held_by_this_handle: false,
+    stale: false,
+    owner_liveness: lock_liveness::LOCK_OWNER_UNKNOWN,
+    owner_pid: 0,
+    owner_host: [0; LOCK_HOST_CAPACITY],
+    fence: 0,
+    last_fence: 0,
+    expires_unix_ms: 0,
+    cooldown_until_unix_ms: 0,
+    queue_length: 0,
+    since_unix_ms: 0,
+};
+
+/// Fills the holder's fields of `info` (`held` and those after it) from
+/// `holder`.
+pub(crate) fn describe_holder(info: &mut lock_info, holder: &Holder) {
+    info.held = true;
+    info.held_by_this_handle = holder.this_handle;
+    info.stale = holder.stale;
+    info.owner_liveness = match holder.liveness {
+        Liveness::Alive => lock_liveness::LOCK_OWNER_ALIVE,
+        Liveness::Dead => lock_liveness::LOCK_OWNER_DEAD,
+        Liveness::Unknown => lock_liveness::LOCK_OWNER_UNKNOWN,
+    };
+    info.owner_pid = holder.pid;
+    if let Some(host) = holder.host {
+        // Host names are at most 64 bytes: the terminator always fits.
+        for (dst, &src) in info.owner_host.iter_mut().zip(host.as_bytes()) {
+            *dst = src as c_char;
+        }
+    }
+    if let Some(record) = holder.record {
+        info.fence = record.fence;
+    }
+    info.expires_unix_ms = holder.expires.map_or(0, WallTime::unix_millis);
+    info.since_unix_ms = holder.since.map_or(0, WallTime::unix_millis);
+}
 
 /// Reads who holds the lock, until when, its fences and cooldown, without
 /// taking it. `LOCK_BUSY` if the lock's files stayed locked by another
@@ -38,40 +79,13 @@ pub unsafe extern "C" fn lock_inspect(handle: *mut lock_handle, info_out: *mut l
             result.at(claimed.lock())?
         };
         let mut info = lock_info {
-            held: false,
-            held_by_this_handle: false,
-            stale: false,
-            owner_liveness: lock_liveness::LOCK_OWNER_UNKNOWN,
-            owner_pid: 0,
-            owner_host: [0; LOCK_HOST_CAPACITY],
-            fence: 0,
             last_fence: inspection.last_fence,
-            expires_unix_ms: 0,
             cooldown_until_unix_ms: inspection.cooldown_until.map_or(0, WallTime::unix_millis),
             queue_length: inspection.queue_length.unwrap_or(0),
-            since_unix_ms: 0,
+            ..NOBODY
         };
         if let Some(holder) = inspection.holder {
-            info.held = true;
-            info.held_by_this_handle = holder.this_handle;
-            info.stale = holder.stale;
-            info.owner_liveness = match holder.liveness {
-                Liveness::Alive => lock_liveness::LOCK_OWNER_ALIVE,
-                Liveness::Dead => lock_liveness::LOCK_OWNER_DEAD,
-                Liveness::Unknown => lock_liveness::LOCK_OWNER_UNKNOWN,
-            };
-            info.owner_pid = holder.pid;
-            if let Some(host) = holder.host {
-                // Host names are at most 64 bytes: the terminator always fits.
-                for (dst, &src) in info.owner_host.iter_mut().zip(host.as_bytes()) {
-                    *dst = src as c_char;
-                }
-            }
-            if let Some(record) = holder.record {
-                info.fence = record.fence;
-            }
-            info.expires_unix_ms = holder.expires.map_or(0, WallTime::unix_millis);
-            info.since_unix_ms = holder.since.map_or(0, WallTime::unix_millis);
+            describe_holder(&mut info, &holder);
         }
         write_optional(info_out, info);
         Ok(lock_result::LOCK_OK)

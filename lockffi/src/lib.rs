@@ -59,7 +59,7 @@ mod autorenew;
 // Inspecting, breaking, the lock's path, the waiting callbacks.
 mod inspect;
 
-pub use crate::acquire::{lock_acquire, lock_prolong, lock_release, lock_try_acquire};
+pub use crate::acquire::{lock_acquire, lock_prolong, lock_release, lock_took_over, lock_try_acquire};
 pub use crate::autorenew::{lock_autorenew, lock_autorenew_stop, lock_lost_fn};
 pub use crate::commit::lock_commit;
 pub use crate::handle::{lock_cancel_fn, lock_handle, lock_warning_fn};

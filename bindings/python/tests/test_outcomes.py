@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import spec_for, wait_until
 
-from lockffi import Code, Lock, LockExpired, LockInfo, LockLost, LockUsageError
+from lockffi import Code, Liveness, Lock, LockExpired, LockInfo, LockLost, LockUsageError
 
 CONTENDER = Path(__file__).with_name("contender.py")
 SHORT_TTL = "300ms"
@@ -45,12 +46,19 @@ def test_release_after_another_took_it_says_lost(scheme: str, tmp_path: Path) ->
     lock = Lock(spec_for(scheme, tmp_path, ttl=SHORT_TTL))
     lock.acquire()
     other = Lock(spec_for(scheme, tmp_path))
+    with pytest.raises(LockUsageError) as not_held:
+        other.took_over()
+    assert not_held.value.code == Code.LOCK_ERR_NOT_HELD
     other.acquire(timeout=10)  # breaks the lock once its TTL has run out
+    previous = other.took_over()
+    assert previous is not None and previous.stale
+    assert (previous.pid, previous.liveness) == (os.getpid(), Liveness.ALIVE)
     with pytest.raises(LockLost) as lost:
         lock.release()
     assert lost.value.code == Code.LOCK_LOST
     assert other.inspect().held_by_this_handle
     other.release()
+    assert lock.try_acquire() is not None and lock.took_over() is None  # after a release: nobody's
 
 
 def test_prolong_moves_the_expiry_and_reclaims_an_expired_lock(scheme: str, tmp_path: Path) -> None:

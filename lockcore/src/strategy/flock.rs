@@ -35,8 +35,8 @@ use crate::owner::{Liveness, Nonce};
 use crate::record::{Record, RECORD_LINE_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
-    commit_if_current, new_record, Commit, CommitOutcome, Context, Cooldown, Files, Holder, Inspection, Prolong,
-    ProlongOutcome, ReleaseOutcome, Strategy,
+    commit_if_current, judge_record, new_record, Commit, CommitOutcome, Context, Cooldown, Files, Holder, Inspection,
+    Prolong, ProlongOutcome, ReleaseOutcome, Strategy, Taken,
 };
 use crate::sys::{self, CPath, Errno, Fd, FileStat, FlockOp};
 use crate::trust::Sharing;
@@ -124,7 +124,7 @@ impl Strategy for Flock {
         Flock::new(spec, sharing)
     }
 
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let (fd, opened) = self.open_target(cx)?;
         if !sys::try_flock(&fd, FlockOp::Exclusive).map_err(|e| FileError::io(FileRole::Lock, e))? {
             drop(fd);
@@ -139,13 +139,18 @@ impl Strategy for Flock {
         if let Some(cooling) = guard.state.cooldown_contention(now) {
             return Err(Error::Busy(cooling));
         }
+        // A record left behind is a holder that let go of the kernel lock
+        // without releasing: it died (or closed its descriptor). One that
+        // cannot be read names nobody, and is overwritten all the same.
+        let left_behind =
+            read_record(&guard).ok().flatten().map(|rec| Holder { stale: true, ..judge_record(cx, &rec, now) });
         let fence = guard.state.next_fence(now)?;
         guard.state.cooldown_until = None;
         let record = new_record(cx, nonce, fence, now, ttl);
         guard.store_with_record(Some(&record))?;
         drop(guard);
         self.held = Some((fd, opened));
-        Ok(record)
+        Ok(Taken { record, took_over_from: left_behind })
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {

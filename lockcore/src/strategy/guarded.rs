@@ -23,7 +23,7 @@ use crate::record::Record;
 use crate::spec::Spec;
 use crate::strategy::{
     commit_if_current, new_record, Break, Commit, CommitOutcome, Context, Cooldown, Files, Found, Inspection, Prolong,
-    ProlongOutcome, ReleaseOutcome, Strategy,
+    ProlongOutcome, ReleaseOutcome, Strategy, Taken,
 };
 use crate::sys::CPath;
 use crate::trust::Sharing;
@@ -83,13 +83,14 @@ impl<S: LockStore> Strategy for Guarded<S> {
         Guarded::new(S::open(spec)?, sharing)
     }
 
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let mut guard = self.guard.lock(cx.deadline, cx.me.boot)?;
         let now = guard.now;
         if let Some(cooling) = guard.state.cooldown_contention(now) {
             return Err(Error::Busy(cooling));
         }
         let found = self.store.read(cx)?;
+        let mut stale = None;
         if let Some(found) = &found {
             // Never a fence below one on disk: the guard file may have been
             // lost while the lock it guards was held.
@@ -98,6 +99,7 @@ impl<S: LockStore> Strategy for Guarded<S> {
             if !holder.stale {
                 return Err(Error::Busy(Contention::Held(holder.summary())));
             }
+            stale = Some(holder);
         }
         // Drawn before a stale lock goes: one forged with the largest fence
         // is refused while it is still there, not forgotten.
@@ -114,7 +116,9 @@ impl<S: LockStore> Strategy for Guarded<S> {
         // skips a number, which is allowed, but never hands one out twice.
         guard.state.cooldown_until = None;
         guard.store()?;
-        self.store.create(cx, &new_record(cx, nonce, fence, now, ttl))?.ok_or(Error::Busy(Contention::Raced))
+        let record = self.store.create(cx, &new_record(cx, nonce, fence, now, ttl))?;
+        let record = record.ok_or(Error::Busy(Contention::Raced))?;
+        Ok(Taken { record, took_over_from: stale })
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {

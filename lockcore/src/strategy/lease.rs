@@ -39,7 +39,7 @@ use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
 use crate::spec::Spec;
 use crate::strategy::{
     commit_if_current, judge_record, new_record, past_expiry, Break, Commit, CommitOutcome, Context, Cooldown, Files,
-    Inspection, Prolong, ProlongOutcome, ReleaseOutcome, Strategy,
+    Inspection, Prolong, ProlongOutcome, ReleaseOutcome, Strategy, Taken,
 };
 use crate::sys::{CPath, OfdLock};
 use crate::text::{parse_u64, FixedText, Words};
@@ -142,7 +142,8 @@ pub const NEW_LEASE: LeaseState = LeaseState::Free { not_before: None, fence: 0 
 /// says what to write, if anything.
 impl LeaseState {
     /// Takes the lease for `nonce`: the new holder's record (`Held` of it
-    /// is to be written), or why the lease is not to be had. With `signal`,
+    /// is to be written) and the stale holder it replaces, or why the lease
+    /// is not to be had. With `signal`,
     /// an expired holder still running is signalled.
     pub(crate) fn take(
         &self,
@@ -151,12 +152,13 @@ impl LeaseState {
         ttl: Option<Duration>,
         now: Moment,
         signal: Option<i32>,
-    ) -> Result<Record, Error> {
-        match *self {
+    ) -> Result<Taken, Error> {
+        let took_over_from = match *self {
             LeaseState::Free { not_before, .. } => {
                 if let Some(until) = not_before.filter(|at| !at.has_come(now)) {
                     return Err(Error::Busy(Contention::CoolingDown { until: until.wall_as_seen(now) }));
                 }
+                None
             }
             LeaseState::Held(holder) => {
                 let verdict = judge_record(cx, &holder, now);
@@ -175,12 +177,13 @@ impl LeaseState {
                         cx.me.signal_if_alive(&holder.owner, signal);
                     }
                 }
+                Some(verdict)
             }
-        }
+        };
         // A state forged with the largest fence leaves none to hand out.
         let fence =
             crate::fence::next(self.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
-        Ok(new_record(cx, nonce, fence, now, ttl))
+        Ok(Taken { record: new_record(cx, nonce, fence, now, ttl), took_over_from })
     }
 
     /// The record, if it is `held`'s acquisition (with the expiry that
@@ -271,12 +274,12 @@ impl Strategy for Lease {
         Ok(Lease { file, signal: spec.options.signal })
     }
 
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let signal = self.signal;
         let mut file = self.lock(cx)?;
-        let record = read(&file)?.take(cx, nonce, ttl, file.now, signal)?;
-        write(&mut file, &LeaseState::Held(record))?;
-        Ok(record)
+        let taken = read(&file)?.take(cx, nonce, ttl, file.now, signal)?;
+        write(&mut file, &LeaseState::Held(taken.record))?;
+        Ok(taken)
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {

@@ -56,6 +56,25 @@ impl Context<'_> {
     }
 }
 
+/// A lock taken by one attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// The record that holds the lock now.
+    pub record: Record,
+    /// The holder whose lock the attempt found stale and broke, as judged
+    /// then: it died holding the lock, or ran past its expiry. `None` when
+    /// the lock was free, or when the strategy cannot tell (a server that
+    /// lets an expired key go by itself).
+    pub took_over_from: Option<Holder>,
+}
+
+impl Taken {
+    /// A lock that was free.
+    pub fn free(record: Record) -> Taken {
+        Taken { record, took_over_from: None }
+    }
+}
+
 /// How a release ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseOutcome {
@@ -171,7 +190,8 @@ pub struct Inspection {
 ///   it holds whatever excludes the other processes, never before waiting
 ///   for it.
 /// * `try_acquire` either creates a record for `nonce` that excludes every
-///   other holder and returns it, or returns [`Error::Busy`] (held by someone
+///   other holder and returns it (with the holder whose stale lock it broke,
+///   if it did), or returns [`Error::Busy`] (held by someone
 ///   else, or cooling down) or another error. Its fence is strictly greater
 ///   than the fence of every earlier successful `try_acquire` of this lock,
 ///   in any process, and never below the clock floor of `fence::next`.
@@ -191,7 +211,7 @@ pub trait Strategy: fmt::Debug {
         Self: Sized;
     /// One attempt, which never waits for the lock itself (only, briefly,
     /// for whatever orders its changes).
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error>;
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error>;
     /// Gives the lock back and tells whether it was still ours.
     fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error>;
     /// The lock's state, read without taking it.
@@ -302,7 +322,7 @@ pub trait TimedAcquire {
     /// [`Strategy::try_acquire`] that waits for the lock itself until
     /// `cx.deadline`, then answers [`Error::Busy`]. The handle calls it
     /// again at once: an answer of busy before the deadline makes it spin.
-    fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error>;
+    fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error>;
 }
 
 /// Whether a held record has run past its expiry at `now`.

@@ -83,6 +83,24 @@ class LockInfo:
     """Requests queued, the holder's included, for ``toplock``; 0 for the other schemes."""
 
 
+def _lock_info(info: Any) -> LockInfo:
+    """A ``lock_info`` as filled in by the library."""
+    return LockInfo(
+        held=bool(info.held),
+        held_by_this_handle=bool(info.held_by_this_handle),
+        stale=bool(info.stale),
+        liveness=Liveness(info.owner_liveness),
+        pid=info.owner_pid or None,
+        host=text(info.owner_host) or None,
+        fence=int(info.fence),
+        last_fence=int(info.last_fence),
+        expires=_moment(info.expires_unix_ms),
+        cooldown_until=_moment(info.cooldown_until_unix_ms),
+        since=_moment(info.since_unix_ms),
+        queue_length=int(info.queue_length),
+    )
+
+
 # Locks whose watchdog may call into Python. The interpreter stops their
 # watchdogs before it finalizes: a callback arriving after that could not
 # run Python, and the library's own release at exit comes later still.
@@ -249,20 +267,18 @@ class Lock:
         """Reads who holds the lock, until when, its fences and cooldown, without taking it."""
         info: Any = ffi.new("lock_info *")  # cffi's cdata has no static fields
         check(lib.lock_inspect(self._live(), info))
-        return LockInfo(
-            held=bool(info.held),
-            held_by_this_handle=bool(info.held_by_this_handle),
-            stale=bool(info.stale),
-            liveness=Liveness(info.owner_liveness),
-            pid=info.owner_pid or None,
-            host=text(info.owner_host) or None,
-            fence=int(info.fence),
-            last_fence=int(info.last_fence),
-            expires=_moment(info.expires_unix_ms),
-            cooldown_until=_moment(info.cooldown_until_unix_ms),
-            since=_moment(info.since_unix_ms),
-            queue_length=int(info.queue_length),
-        )
+        return _lock_info(info)
+
+    def took_over(self) -> LockInfo | None:
+        """The holder whose lock the held acquisition broke, as seen just before: one that died
+        (``liveness`` is ``DEAD``) or ran past its TTL, so what it protected may be half-done.
+        None if the lock was free.
+
+        Raises :class:`LockUsageError` (``LOCK_ERR_NOT_HELD``) when nothing is held.
+        """
+        info: Any = ffi.new("lock_info *")
+        check(lib.lock_took_over(self._live(), info))
+        return _lock_info(info) if info.held else None
 
     def break_lock(self) -> bool:
         """Removes the lock whoever holds it (for an operator who knows the holder is gone); whether there was one.

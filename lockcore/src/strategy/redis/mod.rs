@@ -51,7 +51,7 @@ use crate::record::Record;
 use crate::spec::{Spec, StaleCheck, Target};
 use crate::strategy::{
     judge_record, new_record, Break, Context, Cooldown, Holder, Inspection, Prolong, ProlongOutcome, Queue,
-    ReleaseOutcome, Strategy, TimedAcquire,
+    ReleaseOutcome, Strategy, Taken, TimedAcquire,
 };
 use crate::text::FixedText;
 use crate::trust::Sharing;
@@ -273,7 +273,7 @@ impl Strategy for Redis {
         })
     }
 
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let manner = if self.fair { Manner::TryFair } else { Manner::Try };
         let cx = &with_round_trip_floor(cx);
         let id = waiter_id(cx.me, &nonce);
@@ -281,7 +281,7 @@ impl Strategy for Redis {
         // At most twice: once more only to break a dead holder.
         for _ in 0..2 {
             match self.attempt(cx, nonce, ttl, manner, &id, stale.as_ref())? {
-                Attempt::Taken(record) => return Ok(record),
+                Attempt::Taken(record) => return Ok(taken_over(cx, record, stale)),
                 Attempt::Busy { dead_holder: Some(dead), .. } if stale.is_none() => stale = Some(dead),
                 Attempt::Busy { contention, .. } => return Err(Error::Busy(contention)),
             }
@@ -321,7 +321,7 @@ impl Strategy for Redis {
 }
 
 impl TimedAcquire for Redis {
-    fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+    fn acquire_until(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let manner = if self.fair { Manner::Fair } else { Manner::Barge };
         let began = MonoTime::now();
         // Late in a wait, the handle may call with too little time left for
@@ -340,7 +340,8 @@ impl TimedAcquire for Redis {
         let wake = self.keys.wake_of(&id);
         let mut stale: Option<Record> = None;
         loop {
-            let attempted = self.attempt(cx, nonce, ttl, manner, &id, stale.take().as_ref());
+            let breaking = stale.take();
+            let attempted = self.attempt(cx, nonce, ttl, manner, &id, breaking.as_ref());
             let attempted = match attempted {
                 Err(Error::Server(e)) if e.problem.may_pass() => return Err(self.ride_out(cx, began, e)),
                 other => other?,
@@ -348,7 +349,7 @@ impl TimedAcquire for Redis {
             let (contention, expires_in) = match attempted {
                 Attempt::Taken(record) => {
                     self.waiting_as = None;
-                    return Ok(record);
+                    return Ok(taken_over(cx, record, breaking));
                 }
                 Attempt::Busy { dead_holder: Some(dead), .. } => {
                     stale = Some(dead);
@@ -386,6 +387,12 @@ impl TimedAcquire for Redis {
             }
         }
     }
+}
+
+/// The lock `record` took, over the dead holder `broken` if it broke one.
+fn taken_over(cx: &Context<'_>, record: Record, broken: Option<Record>) -> Taken {
+    let took_over_from = broken.map(|dead| Holder { stale: true, ..judge_record(cx, &dead, cx.now()) });
+    Taken { record, took_over_from }
 }
 
 impl Redis {

@@ -52,7 +52,7 @@ use crate::spec::Spec;
 use crate::strategy::lease::{LeaseState, LEASE_RECORD_LEN, NEW_LEASE};
 use crate::strategy::{
     commit_if_current, Break, Commit, CommitOutcome, Context, Cooldown, Files, Inspection, OwnWake, Prolong,
-    ProlongOutcome, ReleaseOutcome, Strategy,
+    ProlongOutcome, ReleaseOutcome, Strategy, Taken,
 };
 use crate::sys::{self, CPath, FileStat, FutexWait, SharedMapping};
 use crate::trust::Sharing;
@@ -250,12 +250,12 @@ impl Strategy for Shm {
         Ok(Shm { path, sharing, signal: spec.options.signal, mapped: None, armed_at: None })
     }
 
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let signal = self.signal;
         let mut section = self.section(cx)?;
-        let record = section.state.take(cx, nonce, ttl, section.now, signal)?;
-        section.write(&LeaseState::Held(record));
-        Ok(record)
+        let taken = section.state.take(cx, nonce, ttl, section.now, signal)?;
+        section.write(&LeaseState::Held(taken.record));
+        Ok(taken)
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {

@@ -20,6 +20,7 @@ pub mod line;
 pub mod queue_file;
 pub mod replay;
 
+use core::cell::Cell;
 use core::time::Duration;
 
 use crate::clock::{BootTime, Moment, WallTime};
@@ -29,7 +30,7 @@ use crate::record::Record;
 use crate::spec::{Spec, StaleCheck};
 use crate::strategy::{
     Break, Commit, CommitOutcome, Context, Cooldown, Files, Holder, Inspection, Prolong, ProlongOutcome, Queue,
-    ReleaseOutcome, Strategy,
+    ReleaseOutcome, Strategy, Taken,
 };
 use crate::sys::CPath;
 use crate::trust::Sharing;
@@ -90,12 +91,18 @@ fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
     }
 }
 
+/// The holder of request `index`, which left the queue without releasing,
+/// as the holder a new grant took over from.
+fn taken_over(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
+    Holder { stale: true, ..holder_at(cx, log, index) }
+}
+
 impl Strategy for Toplock {
     fn open(spec: &Spec, sharing: Sharing) -> Result<Toplock, Error> {
         Ok(Toplock { queue: QueueFile::new(spec.file_target()?.clone(), sharing), pending: None })
     }
 
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Record, Error> {
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let mine = match self.pending {
             Some(pending) => pending,
             None => {
@@ -109,23 +116,27 @@ impl Strategy for Toplock {
                 };
                 let (owner, patience) = (*cx.me, patience.map(nanos));
                 // Nobody queued and no cooldown: granted in the same write.
+                // The queue may be empty because the last holder's grant
+                // ran out and the waiter that ended it gave up since.
+                let took_over_from = Cell::new(None);
                 let first = |log: &Log| {
                     let free = log.replay.head().is_none() && log.now >= log.replay.header.not_before;
                     let fence = crate::fence::next(log.replay.header.last_fence, WallTime::now());
                     let t = log.now;
-                    fence.filter(|_| free).map(|fence| Line::Grant { nonce, until: grant_until(ttl, t), t, fence })
+                    let grant =
+                        fence.filter(|_| free).map(|fence| Line::Grant { nonce, until: grant_until(ttl, t), t, fence });
+                    if grant.is_some() {
+                        took_over_from.set(log.replay.taken_over_last().map(|gone| taken_over(cx, log, gone)));
+                    }
+                    grant
                 };
                 let granted =
                     self.queue.append_request_granting(cx, |t| Line::Request { nonce, owner, patience, t }, first)?;
                 if let Some(Line::Grant { until, fence, .. }) = granted {
                     let log = &self.queue.log;
-                    return Ok(Record {
-                        owner: *cx.me,
-                        nonce,
-                        fence,
-                        since: log.wall,
-                        expires: grant_expiry(cx, until, log),
-                    });
+                    let record =
+                        Record { owner: *cx.me, nonce, fence, since: log.wall, expires: grant_expiry(cx, until, log) };
+                    return Ok(Taken { record, took_over_from: took_over_from.get() });
                 }
                 self.pending = Some(nonce);
                 nonce
@@ -173,16 +184,20 @@ impl Strategy for Toplock {
             if me.is_none() || log.replay.holder(log.now) != me {
                 return Err(Error::Busy(Contention::Raced));
             }
-            let request = me.map(|i| log.replay.requests[i]).filter(|r| r.grant != Grant::No);
-            let Some(request) = request else { return Err(Error::Busy(Contention::Raced)) };
+            let Some(me) = me.filter(|&i| log.replay.requests[i].grant != Grant::No) else {
+                return Err(Error::Busy(Contention::Raced));
+            };
+            let request = log.replay.requests[me];
+            let took_over_from = log.replay.taken_over_before(me).map(|gone| taken_over(cx, log, gone));
             self.pending = None;
-            return Ok(Record {
+            let record = Record {
                 owner: *cx.me,
                 nonce: mine,
                 fence: request.fence,
                 since: log.wall,
                 expires: grant_expiry(cx, request.grant, log),
-            });
+            };
+            return Ok(Taken { record, took_over_from });
         }
         Err(Error::Busy(Contention::Raced))
     }

@@ -297,6 +297,20 @@ impl Replay {
         self.requests[..index].iter().filter(|r| !r.done()).count()
     }
 
+    /// The holder before request `index`, if it left the queue without
+    /// releasing (found dead, or past its grant with others waiting) and
+    /// the table still holds it.
+    pub fn taken_over_before(&self, index: usize) -> Option<usize> {
+        let last = self.requests[..index].iter().rposition(|r| r.grant != Grant::No)?;
+        matches!(self.requests[last].ended, Ended::Dead | Ended::Expired).then_some(last)
+    }
+
+    /// [`taken_over_before`](Self::taken_over_before) a request yet to be
+    /// made.
+    pub fn taken_over_last(&self) -> Option<usize> {
+        self.taken_over_before(self.count)
+    }
+
     /// The head, if it holds a grant that is still valid at `now`.
     pub fn holder(&self, now: i64) -> Option<usize> {
         let h = self.head()?;
@@ -525,6 +539,30 @@ mod tests {
         let replay = log.replay(7);
         assert_eq!(replay.requests[1].ended, Ended::Broken);
         assert_eq!(replay.head(), Some(2));
+    }
+
+    #[test]
+    fn a_grant_names_the_holder_it_took_over_from_only_if_that_one_never_released() {
+        let mut log = Log::new(0);
+        // Released: nobody taken over.
+        log.request(1, None, 0).grant(1, i64::MAX, 1, 1).push(Line::Done { nonce: Nonce(1), t: 2, not_before: 0 });
+        log.request(2, None, 3).grant(2, 5 * SECOND, 4, 0);
+        let replay = log.replay(5);
+        assert_eq!(replay.taken_over_before(replay.find(Nonce(2)).unwrap()), None);
+        // Past its grant with a waiter (3) who then gave up, an ungranted
+        // request (4) skipped as dead: the last grant before 5 is 2's.
+        log.request(3, None, 6 * SECOND).push(Line::Done { nonce: Nonce(3), t: 7 * SECOND, not_before: 0 });
+        log.request(4, None, 8 * SECOND).push(Line::Skip { nonce: Nonce(4), t: 9 * SECOND });
+        let replay = log.replay(10 * SECOND);
+        assert_eq!(replay.head(), None, "the queue is empty");
+        assert_eq!(replay.taken_over_last().map(|i| replay.requests[i].nonce), Some(Nonce(2)));
+        assert_eq!(replay.requests[replay.taken_over_last().unwrap()].ended, Ended::Expired);
+        // A holder found dead, with the next request behind it.
+        log.request(5, None, 11 * SECOND).grant(5, i64::MAX, 12 * SECOND, 0).request(6, None, 13 * SECOND);
+        log.push(Line::Skip { nonce: Nonce(5), t: 14 * SECOND }).grant(6, i64::MAX, 15 * SECOND, 0);
+        let replay = log.replay(16 * SECOND);
+        let dead = replay.taken_over_before(replay.find(Nonce(6)).unwrap());
+        assert_eq!(dead.map(|i| (replay.requests[i].nonce, replay.requests[i].ended)), Some((Nonce(5), Ended::Dead)));
     }
 
     #[test]
