@@ -309,25 +309,13 @@ impl Connection {
     }
 
     fn send(&mut self, args: &[&[u8]], deadline: MonoTime) -> Result<(), Error> {
-        let Some(len) = resp::encode(&mut self.output, args) else {
-            // Every command of this library fits; only a key near its limit
-            // with a long record could come close.
-            return Err(Error::Server(ServerError::new(ServerProblem::Protocol, None)));
-        };
         let socket = self.socket.as_ref().ok_or(Error::Server(ServerError::new(ServerProblem::Disconnected, None)))?;
-        let mut sent = 0;
-        while sent < len {
-            match sys::send_some(socket, &self.output[sent..len]) {
-                Ok(n) => sent += n,
-                Err(Errno::EAGAIN) => {
-                    if !wait_for(socket, Ready::Write, deadline)? {
-                        return Err(Error::Server(ServerError::new(ServerProblem::NoAnswer, None)));
-                    }
-                }
-                Err(errno) => return Err(Error::Server(ServerError::new(ServerProblem::Disconnected, Some(errno)))),
-            }
+        match resp::encode(&mut self.output, args) {
+            Some(len) => send_all(socket, &self.output[..len], deadline),
+            // Longer than the buffer (a script sent whole, the first time a
+            // server sees it): piece by piece, each from where it lies.
+            None => resp::encode_in_pieces(args, |piece| send_all(socket, piece, deadline)),
         }
-        Ok(())
     }
 
     fn receive(&mut self, deadline: MonoTime) -> Result<(), Error> {
@@ -421,6 +409,23 @@ pub fn server_error(said: &[u8]) -> ServerError {
         _ => ServerProblem::Refused,
     };
     ServerError::said(problem, said)
+}
+
+/// Sends all of `bytes` on `socket` by `deadline`.
+fn send_all(socket: &Fd, bytes: &[u8], deadline: MonoTime) -> Result<(), Error> {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        match sys::send_some(socket, &bytes[sent..]) {
+            Ok(n) => sent += n,
+            Err(Errno::EAGAIN) => {
+                if !wait_for(socket, Ready::Write, deadline)? {
+                    return Err(Error::Server(ServerError::new(ServerProblem::NoAnswer, None)));
+                }
+            }
+            Err(errno) => return Err(Error::Server(ServerError::new(ServerProblem::Disconnected, Some(errno)))),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

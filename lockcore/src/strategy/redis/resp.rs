@@ -174,17 +174,32 @@ pub fn encode(out: &mut [u8], args: &[&[u8]]) -> Option<usize> {
         at = stop;
         Some(())
     };
-    let mut header = FixedText::<24>::new();
-    write!(header, "*{}\r\n", args.len()).ok()?;
-    put(header.as_bytes())?;
+    encode_in_pieces(args, |piece| put(piece).ok_or(())).ok().map(|()| at)
+}
+
+/// Hands the pieces of the command `args` to `put` in order (headers, each
+/// argument where it lies, line ends), for a command too long to copy into
+/// a buffer first; stops at `put`'s first error.
+pub fn encode_in_pieces<E>(args: &[&[u8]], mut put: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+    put(Header::of(b'*', args.len()).as_bytes())?;
     for arg in args {
-        let mut header = FixedText::<24>::new();
-        write!(header, "${}\r\n", arg.len()).ok()?;
-        put(header.as_bytes())?;
+        put(Header::of(b'$', arg.len()).as_bytes())?;
         put(arg)?;
         put(b"\r\n")?;
     }
-    Some(at)
+    Ok(())
+}
+
+/// `*<count>\r\n` or `$<length>\r\n`.
+struct Header;
+
+impl Header {
+    fn of(kind: u8, n: usize) -> FixedText<24> {
+        let mut header = FixedText::<24>::new();
+        // 1 + 20 digits + 2 always fit in 24 bytes.
+        let _ = write!(header, "{}{n}\r\n", kind as char);
+        header
+    }
 }
 
 #[cfg(test)]
@@ -236,5 +251,34 @@ mod tests {
         let n = encode(&mut out, &[b"GET", b"k\r\n"]).unwrap();
         assert_eq!(&out[..n], b"*2\r\n$3\r\nGET\r\n$3\r\nk\r\n\r\n");
         assert_eq!(encode(&mut out[..10], &[b"GET", b"key"]), None);
+    }
+
+    #[test]
+    fn a_command_too_long_for_the_buffer_goes_in_pieces_that_make_the_same_bytes() {
+        let script = [b'x'; 300];
+        let args: [&[u8]; 3] = [b"EVAL", &script, b"0"];
+        let mut whole = [0u8; 400];
+        let n = encode(&mut whole, &args).unwrap();
+        assert_eq!(encode(&mut whole[..200], &args), None);
+        let mut joined = std::vec::Vec::new();
+        let mut pieces = 0;
+        encode_in_pieces(&args, |piece| {
+            joined.extend_from_slice(piece);
+            pieces += 1;
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(joined, &whole[..n]);
+        assert_eq!(pieces, 1 + 3 * 3, "a header, then a header, the bytes and a line end per argument");
+        let mut calls = 0;
+        let stopped = encode_in_pieces(&args, |_| {
+            calls += 1;
+            if calls == 2 {
+                Err("stop")
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((stopped, calls), (Err("stop"), 2), "the first error ends it");
     }
 }
