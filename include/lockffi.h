@@ -701,8 +701,8 @@ lock_result lock_prolong(lock_handle *handle, uint64_t ttl_ms);
 
 /**
  * Whether the acquisition the handle holds took the lock over from a
- * holder that had died holding it or run past its expiry, and who that
- * was: like a robust mutex's `EOWNERDEAD`, a sign that what the lock
+ * holder that had died holding it or run past its expiry (`flock`: or had
+ * its file deleted under it), and who that was: like a robust mutex's `EOWNERDEAD`, a sign that what the lock
  * protects may have been left half-done. On `LOCK_OK`, `*previous_out`
  * describes that holder as `lock_inspect` saw it just before the lock was
  * broken (`held` and `stale` true; `owner_liveness` `LOCK_OWNER_DEAD` for

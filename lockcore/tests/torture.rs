@@ -17,8 +17,11 @@
 //! after someone else took its expired lock is refused by its fence and told
 //! `Lost` by its release, and no other holder is; the lock is usable again
 //! within TTL + 1 s after any fault, and after a SIGKILL long before the TTL
-//! could have freed it (the dead owner is detected). The parent prints a
-//! summary table.
+//! could have freed it (the dead owner is detected); an acquisition that
+//! says it took the lock over from a holder that died names a process that
+//! is gone, no more often than processes were killed, and one that says its
+//! holder ran past its TTL follows a pause. The parent prints a summary
+//! table.
 //!
 //! Default: 2,000 critical sections per strategy. Long run:
 //!
@@ -110,6 +113,13 @@ struct Shared {
     last_acquired: AtomicI64,
     target: AtomicU64,
     errors: AtomicU64,
+    /// Acquisitions that said they took the lock over from a holder that
+    /// had died, and from one that had run past its TTL.
+    took_over_dead: AtomicU64,
+    took_over_expired: AtomicU64,
+    /// Of those that said the holder had died: how many named a process
+    /// that was still running.
+    live_named_dead: AtomicU64,
     slots: [Slot; WORKERS],
 }
 
@@ -189,6 +199,17 @@ fn torture_worker() {
         };
         slot.fence.store(acquired.fence, SeqCst);
         slot.state.store(HOLDING, SeqCst);
+        if let Some(previous) = acquired.took_over_from {
+            if acquired.previous_holder_died() {
+                shared.took_over_dead.fetch_add(1, SeqCst);
+                if runs(previous.pid) {
+                    eprintln!("worker {slot_index}: took over from pid {}, said dead, still running", previous.pid);
+                    shared.live_named_dead.fetch_add(1, SeqCst);
+                }
+            } else {
+                shared.took_over_expired.fetch_add(1, SeqCst);
+            }
+        }
         shared.last_acquired.store(now_ns(), SeqCst);
         let paused = slot.pause.compare_exchange(PAUSE_ASKED, PAUSE_HOLDING, SeqCst, SeqCst).is_ok();
         if paused {
@@ -244,17 +265,21 @@ fn torture_worker() {
 /// its files, which is when the kernel lets go of its `flock`), a zombie or
 /// a reaped process is inside nothing.
 fn live_slots(shared: &Shared, mask: u32) -> bool {
+    (0..WORKERS).filter(|&s| mask & (1 << s) != 0).any(|s| runs(shared.slots[s].pid.load(SeqCst)))
+}
+
+/// Whether process `pid` can still run its own code: it exists and is
+/// neither exiting, nor a zombie. (The run is far too short for the kernel
+/// to hand a worker's pid to another process.)
+fn runs(pid: i32) -> bool {
     /// `PF_EXITING` in the flags of `/proc/<pid>/stat` (include/linux/sched.h).
     const PF_EXITING: u64 = 0x4;
-    (0..WORKERS).filter(|&s| mask & (1 << s) != 0).any(|s| {
-        let pid = shared.slots[s].pid.load(SeqCst);
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // After the command's closing parenthesis: state, ppid, pgrp,
-        // session, tty_nr, tpgid, flags, ...
-        let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
-        let exiting = fields.get(6).and_then(|flags| flags.parse::<u64>().ok()).is_some_and(|f| f & PF_EXITING != 0);
-        !exiting && !matches!(fields.first(), None | Some(&"Z") | Some(&"X"))
-    })
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's closing parenthesis: state, ppid, pgrp,
+    // session, tty_nr, tpgid, flags, ...
+    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+    let exiting = fields.get(6).and_then(|flags| flags.parse::<u64>().ok()).is_some_and(|f| f & PF_EXITING != 0);
+    !exiting && !matches!(fields.first(), None | Some(&"Z") | Some(&"X"))
 }
 
 /// The fenced resource: accepts a writer only if no higher fence has
@@ -334,6 +359,11 @@ struct Report {
     /// answered `Lost`: all of them, if the strategy is right.
     caught_pauses: u64,
     lost_releases: u64,
+    /// Acquisitions that took over from a dead holder, from an expired one,
+    /// and those that called a running process dead.
+    took_over_dead: u64,
+    took_over_expired: u64,
+    live_named_dead: u64,
     worst_recovery_after_kill: Duration,
     worst_recovery_after_pause: Duration,
     /// Faults after which the lock was not usable again in time, and paused
@@ -711,6 +741,9 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
     report.overlaps = shared.overlaps.load(SeqCst);
     report.refusals = shared.refusals.load(SeqCst);
     report.lost_releases = shared.lost_releases.load(SeqCst);
+    report.took_over_dead = shared.took_over_dead.load(SeqCst);
+    report.took_over_expired = shared.took_over_expired.load(SeqCst);
+    report.live_named_dead = shared.live_named_dead.load(SeqCst);
     let entered = shared.entered.load(SeqCst);
     // A worker killed inside its section may have entered without writing,
     // or written without counting the completion.
@@ -737,9 +770,9 @@ fn every_strategy_survives_the_torture() {
         "| strategy | sections | counter | kill holder | kill waiter | kill mid-operation (idle/acquiring/holding/releasing) | \
          kill next in line (idle/acquiring/holding/releasing) | pause | overlaps | \
          fence refusals | overtaken pauses | caught (refused + told lost) | releases told lost | \
-         worst recovery after kill | after pause | time |"
+         took over from dead / expired | worst recovery after kill | after pause | time |"
     );
-    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mut failures = Vec::new();
     // LOCK_TORTURE_STRATEGIES=toplock,lease runs only those.
     let only = std::env::var("LOCK_TORTURE_STRATEGIES").unwrap_or_default();
@@ -750,7 +783,7 @@ fn every_strategy_survives_the_torture() {
         }
         let r = run(scheme, sections, &mut rng);
         println!(
-            "| {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} | {} | {:.2?} | {} | {:.0?} |",
+            "| {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} | {} | {} / {} | {:.2?} | {} | {:.0?} |",
             scheme.name(),
             r.sections,
             r.counter,
@@ -766,6 +799,8 @@ fn every_strategy_survives_the_torture() {
             r.overtaken_pauses,
             r.caught_pauses,
             r.lost_releases,
+            r.took_over_dead,
+            r.took_over_expired,
             r.worst_recovery_after_kill,
             // Nobody can overtake a paused flock holder: nothing to recover.
             if r.overtaken_pauses == 0 { "–".to_string() } else { format!("{:.2?}", r.worst_recovery_after_pause) },
@@ -791,6 +826,28 @@ fn every_strategy_survives_the_torture() {
         // line must have been found, and killed, at least once.
         if r.faults[Fault::KillNextInLine as usize] == 0 {
             failures.push(format!("{name}: no next in line was found in the turnstile to kill"));
+        }
+        // An acquisition names a dead holder only if that one is gone, and
+        // each killed process held at most one lock to take over.
+        if r.live_named_dead != 0 {
+            failures.push(format!("{name}: {} acquisitions called a running holder dead", r.live_named_dead));
+        }
+        let kills: u32 = [Fault::KillHolder, Fault::KillWaiter, Fault::KillMidOperation, Fault::KillNextInLine]
+            .iter()
+            .map(|&fault| r.faults[fault as usize])
+            .sum();
+        if r.took_over_dead > u64::from(kills) {
+            failures
+                .push(format!("{name}: {} takeovers from dead holders, {kills} processes killed", r.took_over_dead));
+        }
+        // A live holder is taken over only once past its TTL: here, only a
+        // paused one. (A flock holder killed but still exiting has let go of
+        // its kernel lock while its pid still runs: it counts as expired.)
+        if scheme != Scheme::Flock && r.took_over_expired > r.overtaken_pauses {
+            failures.push(format!(
+                "{name}: {} takeovers from live holders past their TTL, but {} pauses overtaken",
+                r.took_over_expired, r.overtaken_pauses
+            ));
         }
         if scheme == Scheme::Flock && r.overtaken_pauses != 0 {
             failures.push("flock: a paused holder's kernel lock was taken".into());

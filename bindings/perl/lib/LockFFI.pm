@@ -145,6 +145,7 @@ $ffi->attach([lock_commit => '_commit'], ['opaque', 'string', 'string'] => 'lock
 $ffi->attach([lock_autorenew => '_autorenew'], ['opaque', 'opaque', 'opaque'] => 'lock_result');
 $ffi->attach([lock_autorenew_stop => '_autorenew_stop'], ['opaque'] => 'lock_result');
 $ffi->attach([lock_inspect => '_inspect'], ['opaque', 'lock_info_ptr'] => 'lock_result');
+$ffi->attach([lock_took_over => '_took_over'], ['opaque', 'lock_info_ptr'] => 'lock_result');
 $ffi->attach([lock_break => '_break'], ['opaque', 'bool*'] => 'lock_result');
 $ffi->attach([lock_set_warning => '_set_warning'], ['opaque', 'lock_warning_fn', 'opaque'] => 'lock_result');
 $ffi->attach([lock_path => '_path'], ['opaque', 'opaque', 'size_t', 'size_t*'] => 'lock_result');
@@ -283,6 +284,20 @@ sub inspect {
     my $info = LockFFI::Info->new;
     my $rc = $self->_note(_inspect($self->{handle}, $info));
     $self->_fail($rc, 'inspect') unless $rc == LOCK_OK;
+    return _fields($info);
+}
+
+sub took_over {
+    my ($self) = @_;
+    my $info = LockFFI::Info->new;
+    my $rc = $self->_note(_took_over($self->{handle}, $info));
+    $self->_fail($rc, 'took_over') unless $rc == LOCK_OK;
+    return $info->held ? _fields($info) : undef;
+}
+
+# A lock_info as a hash of its fields.
+sub _fields {
+    my ($info) = @_;
     my %fields = map { $_ => $info->$_ } @INFO_FIELDS;
     $fields{$_} = $fields{$_} ? 1 : 0 for qw(held held_by_this_handle stale);
     $fields{owner_host} =~ s/\0.*\z//s;
@@ -487,6 +502,13 @@ C<held_by_this_handle>, C<stale> (0 or 1), C<owner_liveness>
 C<owner_pid>, C<owner_host>, C<fence>, C<last_fence>, C<expires_unix_ms>,
 C<cooldown_until_unix_ms>, C<queue_length>, C<since_unix_ms> (times in Unix
 milliseconds, 0 for none or unknown). Takes nothing.
+
+=item $lock->took_over
+
+After an acquisition: the holder whose stale lock it broke, as C<inspect>
+saw it just before (C<owner_liveness> C<LOCK_OWNER_DEAD> for one that died
+holding it, so that what it protected may be half-done), or C<undef> if the
+lock was free. Dies with C<LOCK_ERR_NOT_HELD> when nothing is held.
 
 =item $lock->break
 

@@ -11,7 +11,7 @@ use lib "$FindBin::Bin/lib";
 use LockFFITest;
 use Test::More;
 
-use LockFFI qw(:results);
+use LockFFI qw(:results :liveness);
 
 sub dies_with {
     my ($code, $body, $name) = @_;
@@ -102,12 +102,18 @@ for my $scheme (@SCHEMES) {
             my $theirs = $taker->try_acquire;
             ok($theirs, 'the other handle takes the lock') or diag $taker->last_error_message;
             cmp_ok($theirs, '>', $mine, 'with a greater fence') unless $scheme eq 'flock';
+            # (flock: the holder whose file was deleted under it.)
+            my $previous = $taker->took_over;
+            ok($previous && $previous->{stale}, 'the taker names the holder it took over from');
+            is($previous && $previous->{owner_pid}, $$, 'this process');
+            is($previous && $previous->{owner_liveness}, LOCK_OWNER_ALIVE, 'alive: it ran past its TTL');
             is($lock->release, LOCK_LOST, 'release says LOCK_LOST');
             ok(!$lock->held, 'the loser holds nothing');
             my $seen = LockFFI->new(spec_of($scheme, $dir))->inspect;
             ok($seen->{held}, 'the taker still holds it');
             is($seen->{fence}, $theirs, 'with its own fence');
             is($taker->release, LOCK_OK, 'and releases it normally');
+            dies_with(LOCK_ERR_NOT_HELD, sub { $taker->took_over }, 'took_over holding nothing');
 
             hold_past_ttl($scheme, $lock, $taker);
             unlink $lock->path or die "unlink: $!" if $scheme eq 'flock';

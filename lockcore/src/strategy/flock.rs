@@ -140,8 +140,9 @@ impl Strategy for Flock {
             return Err(Error::Busy(cooling));
         }
         // A record left behind is a holder that let go of the kernel lock
-        // without releasing: it died (or closed its descriptor). One that
-        // cannot be read names nobody, and is overwritten all the same.
+        // without releasing (it died, or closed its descriptor) or whose
+        // file was deleted under it. One that cannot be read names nobody,
+        // and is overwritten all the same.
         let left_behind =
             read_record(&guard).ok().flatten().map(|rec| Holder { stale: true, ..judge_record(cx, &rec, now) });
         let fence = guard.state.next_fence(now)?;

@@ -14,6 +14,7 @@
 //! | `lockcore:{NAME}:fence` | the last fencing token handed out |
 //! | `lockcore:{NAME}:queue` | the waiters' ids, first come first |
 //! | `lockcore:{NAME}:alive` | each waiter's lease: a waiter that stops renewing it leaves the line |
+//! | `lockcore:{NAME}:broken` | the record of a holder broken as dead, until the next acquisition takes it over |
 //! | `lockcore:{NAME}:wake:<id>` | where a waiter's blocking pop finds its wake-up |
 //!
 //! Every operation is one Lua script, run by `EVALSHA` (by `EVAL` the first
@@ -152,6 +153,8 @@ struct Keys {
     fence: KeyName,
     queue: KeyName,
     alive: KeyName,
+    /// The record of the last holder broken as dead, for the next taker.
+    broken: KeyName,
     /// A waiter's wake list is this and its id.
     wake_prefix: KeyName,
 }
@@ -181,6 +184,7 @@ impl Keys {
             fence: key(b"fence")?,
             queue: key(b"queue")?,
             alive: key(b"alive")?,
+            broken: key(b"broken")?,
             wake_prefix: key(b"wake:")?,
         })
     }
@@ -239,7 +243,12 @@ impl Manner {
 
 /// What one attempt found.
 enum Attempt {
-    Taken(Record),
+    Taken {
+        record: Record,
+        /// The dead holder broken since the lock was last taken, by this
+        /// attempt or by another client's.
+        took_over_from: Option<Holder>,
+    },
     Busy {
         contention: Contention,
         /// When the holder's key expires (a cooldown's included), if it does.
@@ -281,7 +290,7 @@ impl Strategy for Redis {
         // At most twice: once more only to break a dead holder.
         for _ in 0..2 {
             match self.attempt(cx, nonce, ttl, manner, &id, stale.as_ref())? {
-                Attempt::Taken(record) => return Ok(taken_over(cx, record, stale)),
+                Attempt::Taken { record, took_over_from } => return Ok(Taken { record, took_over_from }),
                 Attempt::Busy { dead_holder: Some(dead), .. } if stale.is_none() => stale = Some(dead),
                 Attempt::Busy { contention, .. } => return Err(Error::Busy(contention)),
             }
@@ -340,16 +349,15 @@ impl TimedAcquire for Redis {
         let wake = self.keys.wake_of(&id);
         let mut stale: Option<Record> = None;
         loop {
-            let breaking = stale.take();
-            let attempted = self.attempt(cx, nonce, ttl, manner, &id, breaking.as_ref());
+            let attempted = self.attempt(cx, nonce, ttl, manner, &id, stale.take().as_ref());
             let attempted = match attempted {
                 Err(Error::Server(e)) if e.problem.may_pass() => return Err(self.ride_out(cx, began, e)),
                 other => other?,
             };
             let (contention, expires_in) = match attempted {
-                Attempt::Taken(record) => {
+                Attempt::Taken { record, took_over_from } => {
                     self.waiting_as = None;
-                    return Ok(taken_over(cx, record, breaking));
+                    return Ok(Taken { record, took_over_from });
                 }
                 Attempt::Busy { dead_holder: Some(dead), .. } => {
                     stale = Some(dead);
@@ -387,12 +395,6 @@ impl TimedAcquire for Redis {
             }
         }
     }
-}
-
-/// The lock `record` took, over the dead holder `broken` if it broke one.
-fn taken_over(cx: &Context<'_>, record: Record, broken: Option<Record>) -> Taken {
-    let took_over_from = broken.map(|dead| Holder { stale: true, ..judge_record(cx, &dead, cx.now()) });
-    Taken { record, took_over_from }
 }
 
 impl Redis {
@@ -521,6 +523,7 @@ impl Redis {
             self.keys.queue.as_bytes(),
             self.keys.alive.as_bytes(),
             wake.as_bytes(),
+            self.keys.broken.as_bytes(),
         ];
         let (ttl_ms, lease) = (millis(ttl.unwrap_or(Duration::ZERO)), millis(WAITER_LEASE));
         let stale_line = stale.map(Record::encode_line);
@@ -549,9 +552,20 @@ impl Redis {
             b"taken" => {
                 let fence =
                     items.next().and_then(|r| r.integer()).and_then(|n| u64::try_from(n).ok()).ok_or_else(protocol)?;
+                // Only a script of ours writes it; anything else names nobody.
+                let broken = match Record::parse_line(text_of(items.next())?) {
+                    Some(Ok(dead)) => Some(dead),
+                    _ => None,
+                };
+                // Judged dead by the client that broke it, on its host.
+                let took_over_from = broken.map(|dead| Holder {
+                    stale: true,
+                    liveness: Liveness::Dead,
+                    ..judge_record(cx, &dead, sent)
+                });
                 let record = Record { fence, ..draft };
                 self.confirm_replicated(cx, &record)?;
-                Ok(Attempt::Taken(record))
+                Ok(Attempt::Taken { record, took_over_from })
             }
             b"busy" => {
                 let value = text_of(items.next())?;

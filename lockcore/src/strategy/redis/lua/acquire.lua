@@ -1,22 +1,23 @@
 -- One attempt at the lock.
--- KEYS: lock, fence, queue, alive (waiter -> lease end, ms), own wake list.
+-- KEYS: lock, fence, queue, alive (waiter -> lease end, ms), own wake list,
+-- the record of the last holder broken as dead.
 -- ARGV: record before its fence, record after it, ttl ms (0: none), this
 -- waiter's id, how to wait (fair | barge | try-fair | try), a waiter's
 -- lease in ms, a stale record to break (or ''), the wake lists' prefix,
 -- and the time (server ms, 0: none) after which the caller no longer waits
 -- for this answer.
--- Returns {'taken', fence} or {'busy', holder record or '', pttl, waiters ahead}
+-- Returns {'taken', fence, the dead holder's record it took over from or ''} or {'busy', holder record or '', pttl, waiters ahead}
 -- or {'late'} for a request that came after its caller gave up (held up in
 -- a stopped server), or {'foreign'} / {'fence'} for keys that hold what no
 -- acquisition wrote.
-local lock, fence_key, queue, alive, own_wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, fence_key, queue, alive, own_wake, broken = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local before, after, ttl, me, how = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local lease, stale, wake_prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local now_ms, now_us = server_time()
 if too_late(tonumber(ARGV[9]), now_ms) then
   return {'late'}
 end
-if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset'}) then
+if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset', [broken] = 'string'}) then
   return {'foreign'}
 end
 
@@ -37,8 +38,11 @@ local current = redis.call('GET', lock)
 if current and not ours(current) then
   return {'foreign'}
 end
+-- A dead holder broken here is told to whoever takes the lock next (in a
+-- fair line, often another waiter): the one taken after it.
 if current and stale ~= '' and current == stale then
   redis.call('DEL', lock)
+  redis.call('SET', broken, current, 'PX', 4 * lease)
   current = false
 end
 
@@ -50,6 +54,10 @@ if not current and (not fair or not head or head == me) then
   end
   local fence = next_fence(last, now_us)
   redis.call('SET', fence_key, fence)
+  local took_over = redis.call('GET', broken) or ''
+  if took_over ~= '' then
+    redis.call('DEL', broken)
+  end
   if ttl > 0 then
     redis.call('SET', lock, before .. fence .. after, 'PX', ttl)
   else
@@ -61,7 +69,7 @@ if not current and (not fair or not head or head == me) then
     redis.call('LREM', queue, 1, me)
     redis.call('DEL', own_wake)
   end
-  return {'taken', fence}
+  return {'taken', fence, took_over}
 end
 
 if how == 'fair' or how == 'barge' then
