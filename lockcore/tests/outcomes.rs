@@ -128,6 +128,10 @@ fn held_past_ttl_and_nobody_took_it_is_expired() {
         }
         assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Expired));
         assert_eq!(lock.release(Duration::ZERO), Err(Error::NotHeld));
+        // Released late, but released: the next holder took over nothing.
+        let mut next = open_lock(&spec);
+        assert_eq!(next.try_acquire().map(|acquired| acquired.took_over_from), Ok(None));
+        next.release(Duration::ZERO).unwrap();
 
         // prolong past the TTL: Expired, and the lock is held again.
         hold_past_ttl(scheme, &mut lock);

@@ -22,7 +22,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{leave_lock, open_lock, owner_as, wait_until, PATIENCE};
-use lockcore::{Contention, Error, ErrorKind, HostName, ReleaseOutcome, ServerProblem, SpecErrorKind};
+use lockcore::{Contention, Error, ErrorKind, HostName, Liveness, ReleaseOutcome, ServerProblem, SpecErrorKind};
 use testkit::Redis;
 
 /// How far past its deadline a call may return on a loaded machine: a
@@ -299,6 +299,35 @@ fn a_dead_holder_here_is_broken_at_once_and_one_elsewhere_waits_for_its_expiry()
     assert!(matches!(busy, Err(Error::Busy(Contention::Held(h))) if h.host == Some(elsewhere.host)), "{busy:?}");
     let seen = lock.inspect().unwrap().holder.unwrap();
     assert!(!seen.stale, "only its server's expiry frees it");
+}
+
+/// A dead holder's lock broken by one client (one not first in line, that
+/// leaves the lock to the head) is reported by whoever takes it next, and
+/// only by that one: a record of a break older than the last fence names
+/// nobody.
+#[test]
+fn the_next_taker_after_a_dead_holder_was_broken_is_told_so() {
+    let Some(redis) = server(&[]) else { return };
+    let spec = redis.spec("broken", "ttl=1h");
+    leave_lock(&spec, owner_as(1, 1));
+    let (lock_key, fence_key, broken_key) =
+        ("lockcore:{broken}:lock", "lockcore:{broken}:fence", "lockcore:{broken}:broken");
+    // What a breaker leaves: the lock gone, the record and the fence then.
+    let left = format!("{}\n{}", redis.command(&["GET", fence_key]), redis.command(&["GET", lock_key]));
+    redis.command(&["DEL", lock_key]);
+    redis.command(&["SET", broken_key, &left]);
+    let mut lock = open_lock(&spec);
+    let acquired = lock.try_acquire().unwrap();
+    let previous = acquired.took_over_from.expect("the next taker is told");
+    assert_eq!((previous.pid, previous.liveness), (1, Liveness::Dead));
+    assert!(acquired.previous_holder_died());
+    assert_eq!(redis.command(&["EXISTS", broken_key]), "0", "told once");
+    lock.release(Duration::ZERO).unwrap();
+    // The same record, left while another took and released the lock.
+    redis.command(&["SET", broken_key, &left]);
+    assert_eq!(lock.try_acquire().unwrap().took_over_from, None, "a fence has been drawn since");
+    assert_eq!(redis.command(&["EXISTS", broken_key]), "0");
+    lock.release(Duration::ZERO).unwrap();
 }
 
 #[test]

@@ -50,10 +50,11 @@ Options of run (most as in flock(1)):
                               (default TERM)
       --cooldown DURATION     keep the lock closed this long after the release
 COMMAND finds this acquisition's fencing token in LOCK_FENCE and the spec in
-LOCK_SPEC; LOCK_TOOK_OVER is set (dead, expired) only if the lock was taken
-over from a holder that died or ran past its TTL. SIGTERM, SIGINT and SIGHUP
-sent to lockctl go on to COMMAND; the lock is released once COMMAND has
-ended. While lockctl waits, stderr says who holds the lock and for how long.
+LOCK_SPEC; LOCK_TOOK_OVER is set (dead, stale) only if the lock was taken
+over from a holder that died or whose lock had gone stale. SIGTERM, SIGINT
+and SIGHUP sent to lockctl go on to COMMAND; the lock is released once
+COMMAND has ended. While lockctl waits, stderr says who holds the lock and
+for how long.
 
 status prints the holder, its pid, host, since, expiry and fence, the last
 fence and the queue (--json: one JSON object). wait returns once the lock is

@@ -216,15 +216,19 @@ pub fn run(args: Vec<OsString>) -> Result<u8, Failure> {
 const TOOK_OVER_VAR: &str = "LOCK_TOOK_OVER";
 
 /// What `LOCK_TOOK_OVER` says of a taken-over lock: `dead` if its holder
-/// had died, `expired` if it had run past its TTL.
+/// is known to have died, `stale` otherwise (it ran past its TTL, or, for
+/// flock, let go without a release).
 fn took_over(acquired: &Acquired) -> Option<&'static str> {
-    acquired.took_over_from.map(|_| if acquired.previous_holder_died() { "dead" } else { "expired" })
+    acquired.took_over_from.map(|_| if acquired.previous_holder_died() { "dead" } else { "stale" })
 }
 
 /// The line that tells the user whose lock was taken over.
 fn took_over_line(acquired: &Acquired, label: &str) -> Option<String> {
     let who = crate::report::who(&acquired.took_over_from?);
-    let why = if acquired.previous_holder_died() { "which died holding it" } else { "whose ttl had run out" };
+    let why = match acquired.previous_holder_died() {
+        true => "which died holding it",
+        false => "whose lock had gone stale (past its ttl, or let go without a release)",
+    };
     Some(format!("took '{label}' over from {who}, {why}"))
 }
 

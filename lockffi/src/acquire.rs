@@ -209,12 +209,14 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
 }
 
 /// Whether the acquisition the handle holds took the lock over from a
-/// holder that had died holding it or run past its expiry (`flock`: or had
-/// its file deleted under it), and who that was: like a robust mutex's `EOWNERDEAD`, a sign that what the lock
+/// holder that had died holding it or run past its expiry (`flock`: or let
+/// go without a release, or had its file deleted under it), and who that
+/// was: like a robust mutex's `EOWNERDEAD`, a sign that what the lock
 /// protects may have been left half-done. On `LOCK_OK`, `*previous_out`
-/// describes that holder as `lock_inspect` saw it just before the lock was
-/// broken (`held` and `stale` true; `owner_liveness` `LOCK_OWNER_DEAD` for
-/// one that died), or is all zero (`held` false) if the lock was free.
+/// describes that holder, in `lock_inspect`'s fields, as the lock was
+/// judged when it was broken (`held` and `stale` true; `owner_liveness`
+/// `LOCK_OWNER_DEAD` for one that died), or is all zero (`held` false) if
+/// the lock was free.
 /// `last_fence`, `cooldown_until_unix_ms` and `queue_length` are always 0.
 /// It reads no file and asks no server. `redis` cannot tell of a holder
 /// whose key expired on the server; `toplock` of one whose queue entry was

@@ -505,8 +505,8 @@ milliseconds, 0 for none or unknown). Takes nothing.
 
 =item $lock->took_over
 
-After an acquisition: the holder whose stale lock it broke, as C<inspect>
-saw it just before (C<owner_liveness> C<LOCK_OWNER_DEAD> for one that died
+After an acquisition: the holder whose stale lock it broke, in the fields
+of C<inspect>, as judged then (C<owner_liveness> C<LOCK_OWNER_DEAD> for one that died
 holding it, so that what it protected may be half-done), or C<undef> if the
 lock was free. Dies with C<LOCK_ERR_NOT_HELD> when nothing is held.
 

@@ -270,7 +270,7 @@ class Lock:
         return _lock_info(info)
 
     def took_over(self) -> LockInfo | None:
-        """The holder whose lock the held acquisition broke, as seen just before: one that died
+        """The holder whose lock the held acquisition broke, as judged then: one that died
         (``liveness`` is ``DEAD``) or ran past its TTL, so what it protected may be half-done.
         None if the lock was free.
 

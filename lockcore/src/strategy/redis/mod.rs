@@ -14,7 +14,7 @@
 //! | `lockcore:{NAME}:fence` | the last fencing token handed out |
 //! | `lockcore:{NAME}:queue` | the waiters' ids, first come first |
 //! | `lockcore:{NAME}:alive` | each waiter's lease: a waiter that stops renewing it leaves the line |
-//! | `lockcore:{NAME}:broken` | the record of a holder broken as dead, until the next acquisition takes it over |
+//! | `lockcore:{NAME}:broken` | the record of a holder broken as dead and the fence then, for the next acquisition to report (for 4 waiter leases) |
 //! | `lockcore:{NAME}:wake:<id>` | where a waiter's blocking pop finds its wake-up |
 //!
 //! Every operation is one Lua script, run by `EVALSHA` (by `EVAL` the first

@@ -92,9 +92,16 @@ fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
 }
 
 /// The holder of request `index`, which left the queue without releasing,
-/// as the holder a new grant took over from.
+/// as the holder a new grant took over from. One skipped as dead was
+/// judged so by the process that wrote the skip, whatever this one can see
+/// of it now (another pid namespace, a /proc that hides it).
 fn taken_over(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
-    Holder { stale: true, ..holder_at(cx, log, index) }
+    let holder = holder_at(cx, log, index);
+    let liveness = match log.replay.requests[index].ended {
+        Ended::Dead => Liveness::Dead,
+        _ => holder.liveness,
+    };
+    Holder { stale: true, liveness, ..holder }
 }
 
 impl Strategy for Toplock {
@@ -270,8 +277,9 @@ impl Cooldown for Toplock {
                 (_, None) => ReleaseOutcome::Lost,
             };
             // Written while the request is still queued, and also after an
-            // overrun that nobody took over, so that its cooldown holds.
-            let overran_untaken = outcome == ReleaseOutcome::Expired && cooldown != 0;
+            // overrun that nobody took over, so that its cooldown holds and
+            // the next holder is not told it took the lock over.
+            let overran_untaken = outcome == ReleaseOutcome::Expired;
             let done = me.is_some_and(|i| !replay.requests[i].done()) || overran_untaken;
             let t = log.now;
             let not_before = if cooldown == 0 { 0 } else { t.saturating_add(cooldown) };

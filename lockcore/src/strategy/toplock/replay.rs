@@ -239,8 +239,10 @@ impl Replay {
                     && self.header.last_fence == request.fence
                 {
                     // A holder that overran its grant, releasing before
-                    // anyone took the lock over: its cooldown holds, as it
-                    // would have on time, and the next in line waits it out.
+                    // anyone took the lock over: released after all, late.
+                    // Its cooldown holds, as it would have on time, and the
+                    // next in line waits it out.
+                    self.requests[i].ended = Ended::Done;
                     self.header.not_before = self.header.not_before.max(not_before);
                     if let Some(next) = self.head() {
                         let r = &mut self.requests[next];
@@ -557,6 +559,10 @@ mod tests {
         assert_eq!(replay.head(), None, "the queue is empty");
         assert_eq!(replay.taken_over_last().map(|i| replay.requests[i].nonce), Some(Nonce(2)));
         assert_eq!(replay.requests[replay.taken_over_last().unwrap()].ended, Ended::Expired);
+        // Its late release, before anyone took the lock: released after all.
+        let mut late = Log(log.0.clone());
+        late.push(Line::Done { nonce: Nonce(2), t: 9 * SECOND + 1, not_before: 0 });
+        assert_eq!(late.replay(10 * SECOND).taken_over_last(), None, "a late release is a release");
         // A holder found dead, with the next request behind it.
         log.request(5, None, 11 * SECOND).grant(5, i64::MAX, 12 * SECOND, 0).request(6, None, 13 * SECOND);
         log.push(Line::Skip { nonce: Nonce(5), t: 14 * SECOND }).grant(6, i64::MAX, 15 * SECOND, 0);

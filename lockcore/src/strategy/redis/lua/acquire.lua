@@ -39,10 +39,10 @@ if current and not ours(current) then
   return {'foreign'}
 end
 -- A dead holder broken here is told to whoever takes the lock next (in a
--- fair line, often another waiter): the one taken after it.
+-- fair line, often another waiter), with the fence it held.
 if current and stale ~= '' and current == stale then
   redis.call('DEL', lock)
-  redis.call('SET', broken, current, 'PX', 4 * lease)
+  redis.call('SET', broken, (redis.call('GET', fence_key) or '0') .. '\n' .. current, 'PX', 4 * lease)
   current = false
 end
 
@@ -52,12 +52,19 @@ if not current and (not fair or not head or head == me) then
   if not last then
     return {'fence'}
   end
+  -- Told only if nothing took the lock since the break: a taker that runs
+  -- no script of ours would have moved the fence on without reading it.
+  local took_over = ''
+  local left = redis.call('GET', broken)
+  if left then
+    redis.call('DEL', broken)
+    local at, record = string.match(left, '^(%d+)\n(.*)$')
+    if at and at == (redis.call('GET', fence_key) or '0') then
+      took_over = record
+    end
+  end
   local fence = next_fence(last, now_us)
   redis.call('SET', fence_key, fence)
-  local took_over = redis.call('GET', broken) or ''
-  if took_over ~= '' then
-    redis.call('DEL', broken)
-  end
   if ttl > 0 then
     redis.call('SET', lock, before .. fence .. after, 'PX', ttl)
   else
