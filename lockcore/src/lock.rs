@@ -52,9 +52,9 @@ pub struct Acquired {
     /// [`Liveness::Dead`](crate::Liveness::Dead)), or it had run past its
     /// expiry (for `flock`: let go of the kernel lock without releasing,
     /// or had its file deleted under it). Whatever it protected may be
-    /// half-done: check it, as after a robust mutex's `EOWNERDEAD`. `None` when the lock was free, or
-    /// when nothing is left to tell (a `redis` key that expired on the
-    /// server, a `toplock` queue compacted since).
+    /// half-done: check it, as after a robust mutex's `EOWNERDEAD`. `None`
+    /// when the lock was free, or when nothing is left to tell (a `redis`
+    /// key that expired on the server, a `toplock` queue compacted since).
     pub took_over_from: Option<Holder>,
 }
 

@@ -143,8 +143,8 @@ pub const NEW_LEASE: LeaseState = LeaseState::Free { not_before: None, fence: 0 
 impl LeaseState {
     /// Takes the lease for `nonce`: the new holder's record (`Held` of it
     /// is to be written) and the stale holder it replaces, or why the lease
-    /// is not to be had. With `signal`,
-    /// an expired holder still running is signalled.
+    /// is not to be had. With `signal`, an expired holder still running is
+    /// signalled.
     pub(crate) fn take(
         &self,
         cx: &Context<'_>,

@@ -68,13 +68,6 @@ pub struct Taken {
     pub took_over_from: Option<Holder>,
 }
 
-impl Taken {
-    /// A lock that was free.
-    pub fn free(record: Record) -> Taken {
-        Taken { record, took_over_from: None }
-    }
-}
-
 /// How a release ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseOutcome {
