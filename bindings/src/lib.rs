@@ -6,7 +6,7 @@
 //! SONAME `make install` puts on the loader's path. The tests set
 //! `LOCKFFI_LIBRARY` to the library of this test run.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[path = "../../c-tests/tests/library/mod.rs"]
@@ -43,4 +43,12 @@ pub fn runtime_present(program: &str, args: &[&str], what: &str) -> bool {
 /// repository's README.md: an example the README promises runs as written.
 pub fn readme_example(heading: &str, language: &str) -> String {
     readme::block_after(&readme::text(), heading, language).to_string()
+}
+
+/// The first ```language block after the line `heading` of the README at
+/// `path`, relative to the top of the repository.
+pub fn example_in(path: &str, heading: &str, language: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    readme::block_after(&text, heading, language).to_string()
 }

@@ -30,8 +30,8 @@ fn perl_binding_suite_passes() {
         String::from_utf8_lossy(&output.stderr),
     );
 
-    // README.md's example, run from the top of the repository as it says.
-    let example = bindings::readme_example("### Perl", "perl");
+    // The README's example, run from the top of the repository as it says.
+    let example = bindings::example_in("bindings/perl/README", "Try it", "perl");
     let output = Command::new("perl")
         .args(["-Ibindings/perl/lib", "-e", &example])
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
@@ -41,7 +41,7 @@ fn perl_binding_suite_passes() {
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && said.starts_with("holding the lock, fence "),
-        "README.md's Perl example ({}): {said}\n{}",
+        "bindings/perl/README's example ({}): {said}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );

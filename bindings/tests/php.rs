@@ -62,8 +62,8 @@ fn php_suite_passes() {
     assert!(output.status.success(), "the PHP binding's tests failed ({}):\n{report}", output.status);
     println!("{report}");
 
-    // README.md's example, run from the top of the repository as it says.
-    let example = bindings::readme_example("### PHP", "php");
+    // The README's example, run from the top of the repository as it says.
+    let example = bindings::example_in("bindings/php/README.md", "## Try it", "php");
     let output = Command::new("php")
         .args(["-r", example.trim_start().strip_prefix("<?php").expect("the example starts with <?php")])
         .current_dir(repository())
@@ -73,7 +73,7 @@ fn php_suite_passes() {
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && said.starts_with("holding the lock, fence "),
-        "README.md's PHP example ({}): {said}\n{}",
+        "bindings/php/README.md's example ({}): {said}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
