@@ -246,28 +246,33 @@ final class Locks
     public function inspect(string $key): array
     {
         $operation = "inspect('$key')";
-        return $this->withHandle($operation, $key, function (CData $handle) use ($operation): array {
-            $info = $this->info($operation, $handle);
-            $seconds = static fn (int $unixMs): ?float => $unixMs === 0 ? null : $unixMs / 1000;
-            return [
-                'held' => $info->held,
-                'heldByThis' => $info->held_by_this_handle,
-                'stale' => $info->stale,
-                'owner' => match ($info->owner_liveness) {
-                    $this->ffi->LOCK_OWNER_ALIVE => 'alive',
-                    $this->ffi->LOCK_OWNER_DEAD => 'dead',
-                    default => 'unknown',
-                },
-                'ownerPid' => $info->owner_pid === 0 ? null : $info->owner_pid,
-                'ownerHost' => FFI::string($info->owner_host) === '' ? null : FFI::string($info->owner_host),
-                'fence' => $info->fence,
-                'lastFence' => $info->last_fence,
-                'expiresAt' => $seconds($info->expires_unix_ms),
-                'cooldownUntil' => $seconds($info->cooldown_until_unix_ms),
-                'since' => $seconds($info->since_unix_ms),
-                'queueLength' => $info->queue_length,
-            ];
-        });
+        return $this->withHandle(
+            $operation,
+            $key,
+            fn (CData $handle): array => $this->state($this->info($operation, $handle)),
+        );
+    }
+
+    /**
+     * The holder whose stale lock the acquisition of `$key` that this object
+     * holds broke, as judged then, in `inspect`'s fields: one that died
+     * holding it (owner 'dead'), or ran past its expiry, so that what it
+     * protected may be half-done; null if the lock was free.
+     *
+     * @return ?array{held: bool, heldByThis: bool, stale: bool, owner: string,
+     *   ownerPid: ?int, ownerHost: ?string, fence: int, lastFence: int,
+     *   expiresAt: ?float, cooldownUntil: ?float, since: ?float, queueLength: int}
+     * @throws LockException not held by this object
+     */
+    public function tookOver(string $key): ?array
+    {
+        $operation = "tookOver('$key')";
+        $previous = $this->ffi->new('lock_info');
+        $result = $this->ffi->lock_took_over($this->heldHandle($operation, $key), FFI::addr($previous));
+        if ($result !== $this->ffi->LOCK_OK) {
+            throw $this->failure($operation, $result);
+        }
+        return $previous->held ? $this->state($previous) : null;
     }
 
     /**
@@ -383,6 +388,30 @@ final class Locks
         // Holds nothing: closing it releases nothing and cannot fail.
         $this->ffi->lock_close($this->held[$key]);
         unset($this->held[$key], $this->fences[$key]);
+    }
+
+    /** A `lock_info` as the array `inspect` returns. */
+    private function state(CData $info): array
+    {
+        $seconds = static fn (int $unixMs): ?float => $unixMs === 0 ? null : $unixMs / 1000;
+        return [
+            'held' => $info->held,
+            'heldByThis' => $info->held_by_this_handle,
+            'stale' => $info->stale,
+            'owner' => match ($info->owner_liveness) {
+                $this->ffi->LOCK_OWNER_ALIVE => 'alive',
+                $this->ffi->LOCK_OWNER_DEAD => 'dead',
+                default => 'unknown',
+            },
+            'ownerPid' => $info->owner_pid === 0 ? null : $info->owner_pid,
+            'ownerHost' => FFI::string($info->owner_host) === '' ? null : FFI::string($info->owner_host),
+            'fence' => $info->fence,
+            'lastFence' => $info->last_fence,
+            'expiresAt' => $seconds($info->expires_unix_ms),
+            'cooldownUntil' => $seconds($info->cooldown_until_unix_ms),
+            'since' => $seconds($info->since_unix_ms),
+            'queueLength' => $info->queue_length,
+        ];
     }
 
     private function info(string $operation, CData $handle): CData

@@ -92,11 +92,21 @@ function test_lost_when_someone_took_it(string $dir): void
             $holder->getLock('job', 0, 0.05);
             wait_past_expiry($holder, $scheme, 'job');
             $takerFence = $taker->getLock('job', 0, 30);
+            $previous = $taker->tookOver('job');
+            check(
+                $previous !== null && $previous['stale'] && $previous['ownerPid'] === getmypid() && $previous['owner'] === 'alive',
+                "$scheme: $call: the taker names the holder it took over from: " . json_encode($previous),
+            );
             $e = expect_exception(LockLostException::class, $lose, "$scheme: $call");
             check($e->getCode() === 2, "$scheme: $call: code {$e->getCode()}, not LOCK_LOST");
             check(!$holder->holds('job'), "$scheme: $call: still held after it was lost");
+            $e = expect_exception(LockException::class, fn () => $holder->tookOver('job'), "$scheme: $call: tookOver");
+            check($e->getCode() === 101, "$scheme: $call: tookOver holding nothing: code {$e->getCode()}, not LOCK_ERR_NOT_HELD");
             $state = $taker->inspect('job');
             check($state['heldByThis'] && $state['fence'] === $takerFence, "$scheme: $call: the taker's hold changed: " . json_encode($state));
+            $taker->releaseLock('job');
+            $taker->getLock('job', 0, 30);
+            check($taker->tookOver('job') === null, "$scheme: $call: after a release the lock was taken over from nobody");
             $taker->releaseLock('job');
         }
     }
