@@ -269,8 +269,9 @@ fn live_slots(shared: &Shared, mask: u32) -> bool {
 }
 
 /// Whether process `pid` can still run its own code: it exists and is
-/// neither exiting, nor a zombie. (The run is far too short for the kernel
-/// to hand a worker's pid to another process.)
+/// neither exiting, nor a zombie. (The kernel hands out pids in turn: a
+/// killed worker's comes back only after every other pid below `pid_max`
+/// has been used, never in the moments between a kill and this check.)
 fn runs(pid: i32) -> bool {
     /// `PF_EXITING` in the flags of `/proc/<pid>/stat` (include/linux/sched.h).
     const PF_EXITING: u64 = 0x4;
