@@ -181,9 +181,9 @@ pub fn encode(out: &mut [u8], args: &[&[u8]]) -> Option<usize> {
 /// argument where it lies, line ends), for a command too long to copy into
 /// a buffer first; stops at `put`'s first error.
 pub fn encode_in_pieces<E>(args: &[&[u8]], mut put: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
-    put(Header::of(b'*', args.len()).as_bytes())?;
+    put(header(b'*', args.len()).as_bytes())?;
     for arg in args {
-        put(Header::of(b'$', arg.len()).as_bytes())?;
+        put(header(b'$', arg.len()).as_bytes())?;
         put(arg)?;
         put(b"\r\n")?;
     }
@@ -191,15 +191,11 @@ pub fn encode_in_pieces<E>(args: &[&[u8]], mut put: impl FnMut(&[u8]) -> Result<
 }
 
 /// `*<count>\r\n` or `$<length>\r\n`.
-struct Header;
-
-impl Header {
-    fn of(kind: u8, n: usize) -> FixedText<24> {
-        let mut header = FixedText::<24>::new();
-        // 1 + 20 digits + 2 always fit in 24 bytes.
-        let _ = write!(header, "{}{n}\r\n", kind as char);
-        header
-    }
+fn header(kind: u8, n: usize) -> FixedText<24> {
+    let mut header = FixedText::<24>::new();
+    // 1 + 20 digits + 2 always fit in 24 bytes.
+    let _ = write!(header, "{}{n}\r\n", kind as char);
+    header
 }
 
 #[cfg(test)]
