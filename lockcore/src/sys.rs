@@ -298,6 +298,16 @@ pub fn ftruncate(fd: &Fd, len: u64) -> SysResult<()> {
     retry(|| cvt(unsafe { libc::ftruncate(fd.0, len as libc::off_t) })).map(drop)
 }
 
+/// Turns `O_APPEND` on or off for the open file description of `fd`: a
+/// file opened to append is written only at its end, `pwrite` included.
+pub fn set_append(fd: &Fd, append: bool) -> SysResult<()> {
+    // SAFETY: plain calls on a descriptor we own.
+    let flags = cvt(unsafe { libc::fcntl(fd.0, libc::F_GETFL) })?;
+    let flags = if append { flags | libc::O_APPEND } else { flags & !libc::O_APPEND };
+    // SAFETY: as above; F_SETFL takes an int.
+    cvt(unsafe { libc::fcntl(fd.0, libc::F_SETFL, flags) }).map(drop)
+}
+
 /// What lockcore needs of a `struct stat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileStat {

@@ -7,12 +7,23 @@
 //! D <nonce> <t> <not before>                            done: released (with cooldown) or abandoned
 //! X <nonce> <t>                                         skip: the requester was found dead
 //! B <nonce> <t>                                         broken by an operator
+//! K <line>                                              a line of a checkpoint
+//! E <from> <length>                                     commit: the checkpoint at <from> is whole
 //! ```
 //!
 //! Every time is nanoseconds of the boot clock of the boot the header
 //! names, which nobody can step ([`BootTime`](crate::BootTime)); `ttl` is
 //! a duration in nanoseconds. The header is what makes a file a queue of this library:
 //! a file whose first line is no header is never appended to.
+//!
+//! A checkpoint is a compacted queue (a header, then the pending requests
+//! with their grants) appended to the log in one write, each of its lines
+//! marked `K`, and then committed by an `E` line naming where it starts
+//! and how long it is. A replay that finds a commit begins at its
+//! checkpoint and ignores everything before it; without one, `K` lines
+//! and a commit that does not match (torn, then closed by the next
+//! appender) are torn lines. That is what makes compaction in place safe:
+//! see [`queue_file`](super::queue_file).
 
 use core::fmt::Write;
 use core::time::Duration;
@@ -246,6 +257,28 @@ impl Line {
 /// A duration as the nanoseconds a line carries.
 pub fn nanos(d: Duration) -> i64 {
     d.as_nanos().min(i64::MAX as u128) as i64
+}
+
+/// What marks each line of a checkpoint.
+pub const CHECKPOINT_MARK: &[u8] = b"K ";
+
+/// The commit of a checkpoint of `len` bytes that starts at byte `from`.
+pub fn encode_commit(from: usize, len: usize) -> FixedText<LINE_CAPACITY> {
+    let mut out = FixedText::new();
+    // 2 + 2 x 20 digits + 2: always fits.
+    let _ = writeln!(out, "E {from} {len}");
+    out
+}
+
+/// A commit line's checkpoint: where it starts, and its length.
+pub fn parse_commit(line: &[u8]) -> Option<(usize, usize)> {
+    let mut words = Words::new(line);
+    if words.next()? != b"E" {
+        return None;
+    }
+    let mut number = || words.next().and_then(parse_u64).and_then(|n| usize::try_from(n).ok());
+    let (from, len) = (number()?, number()?);
+    words.next().is_none().then_some((from, len))
 }
 
 #[cfg(test)]

@@ -13,6 +13,18 @@
 //! rewrites it: the header carries the replay state, then each pending
 //! request, so no waiter loses its place or its fence.
 //!
+//! The rewrite is made in place, because any user of a shared lock must be
+//! able to make it: in a sticky directory such as `/tmp` only a file's owner
+//! may rename another file over it. Every step leaves a log that replays
+//! to the same queue, whenever the compactor dies: the compacted queue is
+//! first appended as a committed checkpoint (see [`line`]), which a replay
+//! starts from; then written at the start of the file, over bytes that end
+//! before the checkpoint; then the file is cut to it. A checkpoint left by
+//! a compactor that died before the cut is what the next compaction starts
+//! from, and needs no new one.
+//!
+//! [`line`]: super::line
+//!
 //! A queue is made complete, header first, before it appears; a file at
 //! the queue's path whose first line is no header is not a queue and is
 //! never written. A queue written on another boot names only processes
@@ -22,17 +34,19 @@
 
 use crate::clock::{BootTime, WallTime};
 use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
-use crate::files;
 use crate::guard::{GuardFile, LockedFile};
-use crate::strategy::toplock::line::{Header, Line, LINE_CAPACITY};
+use crate::strategy::toplock::line::{Header, Line, CHECKPOINT_MARK, LINE_CAPACITY};
 use crate::strategy::toplock::replay::{Replay, Unreadable};
 use crate::strategy::Context;
 use crate::sys::{self, CPath, OfdLock};
 use crate::text::FixedText;
 use crate::trust::Sharing;
 
-/// The largest queue file replayed.
+/// The longest a queue file grows by appends.
 pub const QUEUE_CAPACITY: usize = 16 * 1024;
+/// The largest queue file replayed: one that holds, besides a full log, the
+/// checkpoint a compaction appended before it died.
+const READ_CAPACITY: usize = 2 * QUEUE_CAPACITY;
 /// Room kept free of requests: one grant that compaction will carry, one
 /// line of any kind, and slack for the header's numbers to grow.
 pub const RESERVE: usize = 4 * LINE_CAPACITY;
@@ -43,7 +57,6 @@ pub const COMPACT_AT: usize = 2 * 1024;
 /// A queue file and what was last read of it.
 pub struct QueueFile {
     file: GuardFile,
-    sharing: Sharing,
     /// The kernel's boot id, read once: what a new queue's header names.
     kernel_boot: Option<crate::clock::BootId>,
     /// What the last load, append of a request or exclusive section read.
@@ -52,7 +65,7 @@ pub struct QueueFile {
 
 /// The bytes last read of a queue file, and their replay.
 pub struct Log {
-    bytes: [u8; QUEUE_CAPACITY],
+    bytes: [u8; READ_CAPACITY],
     len: usize,
     /// Their replay, as of `now`.
     pub replay: Replay,
@@ -86,7 +99,7 @@ impl Log {
     /// on this boot.
     fn read(&mut self, file: &LockedFile<'_>, cx: &Context<'_>) -> Result<bool, Error> {
         let n = file.read(&mut self.bytes)?;
-        if n == QUEUE_CAPACITY {
+        if n == READ_CAPACITY {
             // Compaction keeps the file far below this; only a hostile or
             // damaged file gets here. Without a header first it is no queue
             // at all (a data file), as the replay would say of a short one.
@@ -130,10 +143,9 @@ impl QueueFile {
     pub fn new(path: CPath, sharing: Sharing) -> QueueFile {
         QueueFile {
             file: GuardFile::new_append_only(path, FileRole::Lock, sharing),
-            sharing,
             kernel_boot: crate::clock::BootId::kernel(),
             log: Log {
-                bytes: [0; QUEUE_CAPACITY],
+                bytes: [0; READ_CAPACITY],
                 len: 0,
                 replay: Replay::new(),
                 now: 0,
@@ -286,7 +298,7 @@ impl QueueFile {
         if !force && this_boot && (bytes.len() < COMPACT_AT || 2 * self.log.replay.compacted_len(bytes) > bytes.len()) {
             return Ok(());
         }
-        let mut out = Compacted { buf: [0; QUEUE_CAPACITY], len: 0 };
+        let mut out = Checkpoint { buf: [0; CHECKPOINT_CAPACITY], len: 0, plain_len: 0 };
         if this_boot {
             self.log.replay.compacted(bytes, &mut |piece| out.push(piece))?;
         } else {
@@ -294,13 +306,7 @@ impl QueueFile {
                 Line::Header(fresh_header(cx, self.kernel_boot, self.log.replay.header.last_fence)).encode().as_bytes(),
             )?;
         }
-        let helper = files::create_helper_file(&path, self.sharing.mode(), out.bytes())?;
-        // Appenders wait on our exclusive lock, then see that the path names
-        // a new file and append there.
-        if let Err(e) = sys::rename(&helper, &path) {
-            let _ = sys::unlink(&helper);
-            return Err(FileError::from_errno(FileRole::Lock, &path, e));
-        }
+        rewrite_in_place(&file, &path, bytes, self.log.replay.origin, &mut out)?;
         drop(file);
         Ok(())
     }
@@ -335,33 +341,104 @@ fn unreadable(why: Unreadable) -> Error {
     }
 }
 
-/// The compacted log, built in memory before it is written whole.
-struct Compacted {
-    buf: [u8; QUEUE_CAPACITY],
+/// The most a checkpoint adds to the compacted log it carries: a mark on
+/// each line (a header, and a request and a grant for each pending
+/// request) and the commit.
+const CHECKPOINT_OVERHEAD: usize = (1 + 2 * super::replay::MAX_REQUESTS) * CHECKPOINT_MARK.len() + LINE_CAPACITY;
+const CHECKPOINT_CAPACITY: usize = QUEUE_CAPACITY + CHECKPOINT_OVERHEAD;
+const _: () = assert!(CHECKPOINT_OVERHEAD <= RESERVE + LINE_CAPACITY);
+
+/// The compacted log, built in memory as a checkpoint (each line marked)
+/// before it is written.
+struct Checkpoint {
+    buf: [u8; CHECKPOINT_CAPACITY],
     len: usize,
+    /// The length of the compacted log itself, without the marks.
+    plain_len: usize,
 }
 
-impl Compacted {
-    fn push(&mut self, piece: &[u8]) -> Result<(), Error> {
+impl Checkpoint {
+    /// Adds one line of the compacted log.
+    fn push(&mut self, line: &[u8]) -> Result<(), Error> {
         // Admission keeps the queue far smaller; only lines that did not come
         // through it (a hostile file) get here. Writing it would leave a
         // file no replay reads.
-        let end = self.len + piece.len();
-        if end >= QUEUE_CAPACITY {
+        let newline = usize::from(!line.ends_with(b"\n"));
+        self.plain_len += line.len() + newline;
+        if self.plain_len >= QUEUE_CAPACITY {
             return Err(Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong));
         }
-        self.buf[self.len..end].copy_from_slice(piece);
-        self.len = end;
+        for piece in [CHECKPOINT_MARK, line, &b"\n"[..newline]] {
+            self.buf[self.len..self.len + piece.len()].copy_from_slice(piece);
+            self.len += piece.len();
+        }
         Ok(())
     }
 
-    fn bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+    /// Ends the checkpoint with its commit, for a checkpoint that will start
+    /// at byte `from` of the file.
+    fn commit(&mut self, from: usize) {
+        let commit = super::line::encode_commit(from, self.len);
+        self.buf[self.len..self.len + commit.as_bytes().len()].copy_from_slice(commit.as_bytes());
+        self.len += commit.as_bytes().len();
+    }
+
+    /// The compacted log itself: the marks and the commit taken out, in
+    /// place.
+    fn unmark(&mut self) -> &[u8] {
+        let (mut read, mut write) = (0, 0);
+        while read < self.len && write < self.plain_len {
+            let line_len =
+                self.buf[read..self.len].iter().position(|&b| b == b'\n').map_or(self.len - read, |nl| nl + 1);
+            let text = read + CHECKPOINT_MARK.len()..read + line_len;
+            self.buf.copy_within(text.clone(), write);
+            write += text.len();
+            read += line_len;
+        }
+        &self.buf[..self.plain_len]
     }
 }
 
-/// Appends one line in one write, to a log of `size` bytes read under the
-/// same exclusive lock.
+/// Replaces the log `old` (read under the exclusive lock `file` holds,
+/// replayed from `origin`) with the compacted `checkpoint`, so that a
+/// compactor that dies at any point leaves a log that replays to the same
+/// queue. A compacted log no shorter than the file is not written.
+fn rewrite_in_place(
+    file: &LockedFile<'_>,
+    path: &CPath,
+    old: &[u8],
+    origin: usize,
+    checkpoint: &mut Checkpoint,
+) -> Result<(), Error> {
+    let failed = |e| FileError::from_errno(FileRole::Lock, path, e);
+    if checkpoint.plain_len >= old.len() {
+        return Ok(());
+    }
+    if checkpoint.plain_len > origin {
+        // The rewrite would reach into the checkpoint the log replays from
+        // (or there is none): a new one first, after the last line, closing
+        // a line torn at the end.
+        let torn = !old.ends_with(b"\n");
+        let from = old.len() + usize::from(torn);
+        checkpoint.commit(from);
+        if from + checkpoint.len >= READ_CAPACITY {
+            // Only a log that a compactor left long, then others filled.
+            return Err(Error::Busy(Contention::QueueFull));
+        }
+        if torn {
+            sys::write_all(file.fd, b"\n").map_err(failed)?;
+        }
+        sys::write_all(file.fd, &checkpoint.buf[..checkpoint.len]).map_err(failed)?;
+    }
+    // The descriptor appends wherever it writes: the start of the file is
+    // reached with O_APPEND off, for as long as this exclusive section.
+    sys::set_append(file.fd, false).map_err(failed)?;
+    let written = sys::pwrite_all(file.fd, checkpoint.unmark(), 0)
+        .and_then(|()| sys::ftruncate(file.fd, checkpoint.plain_len as u64));
+    let restored = sys::set_append(file.fd, true);
+    written.and(restored).map_err(failed)
+}
+
 fn append_line(file: &LockedFile<'_>, size: usize, line: &[u8]) -> Result<(), Error> {
     append_lines(file, size, &[line])
 }
@@ -384,4 +461,121 @@ fn append_lines(file: &LockedFile<'_>, size: usize, lines: &[&[u8]]) -> Result<(
         out.push_bytes(line).map_err(|_| Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong))?;
     }
     sys::write_all(file.fd, out.as_bytes()).map_err(|e| FileError::io(FileRole::Lock, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::BootId;
+    use crate::owner::{Nonce, Owner};
+    use crate::strategy::toplock::line::Grant;
+    use std::string::{String, ToString};
+    use std::vec::Vec;
+
+    const SECOND: i64 = 1_000_000_000;
+    const NOW: i64 = 1_000 * SECOND;
+
+    fn request(n: u128, t: i64) -> Line {
+        let mut owner = Owner::current().unwrap();
+        owner.process.pid = n as i32 + 1;
+        Line::Request { nonce: Nonce(n), owner, patience: None, t }
+    }
+
+    /// A log long enough to compact: forty turns taken and released, then
+    /// three requests pending, the first of them granted.
+    fn long_log() -> Vec<u8> {
+        let header = Header { boot: Some(BootId([1; 16])), last_fence: 7, ..Header::EMPTY };
+        let mut lines = std::vec![Line::Header(header)];
+        for n in 1..=40 {
+            let t = n as i64 * SECOND;
+            lines.push(request(n, t));
+            lines.push(Line::Grant { nonce: Nonce(n), until: Grant::Until(t + 100 * SECOND), t, fence: 0 });
+            lines.push(Line::Done { nonce: Nonce(n), t: t + 1, not_before: 0 });
+        }
+        for n in 41..=43 {
+            lines.push(request(n, 50 * SECOND));
+        }
+        lines.push(Line::Grant { nonce: Nonce(41), until: Grant::Until(NOW * 2), t: 51 * SECOND, fence: 0 });
+        lines.iter().flat_map(|line| line.encode().as_bytes().to_vec()).collect()
+    }
+
+    /// What a compaction must keep: the requests pending, in order, with
+    /// their grants and fences; the holder; the last fence.
+    fn queue(bytes: &[u8]) -> (Vec<(u128, Grant, u64)>, Option<u128>, u64) {
+        let mut replay = Replay::new();
+        replay.run(bytes, NOW).unwrap_or_else(|e| panic!("{e:?} in {}", String::from_utf8_lossy(bytes)));
+        let pending = replay.requests[..replay.count]
+            .iter()
+            .filter(|r| !r.done())
+            .map(|r| (r.nonce.0, r.grant, r.fence))
+            .collect();
+        (pending, replay.holder(NOW).map(|i| replay.requests[i].nonce.0), replay.header.last_fence)
+    }
+
+    fn released(mut bytes: Vec<u8>) -> Vec<u8> {
+        if !bytes.ends_with(b"\n") {
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(Line::Done { nonce: Nonce(41), t: 60 * SECOND, not_before: 0 }.encode().as_bytes());
+        bytes
+    }
+
+    /// A compactor killed after any byte of any of its writes leaves a log
+    /// that replays to the same queue, and to which the next appender's
+    /// line counts as it would have.
+    #[test]
+    fn a_compaction_in_place_cut_short_anywhere_leaves_the_same_queue() {
+        let old = long_log();
+        let before = queue(&old);
+        assert_eq!(before.0.len(), 3);
+        let after_release = queue(&released(old.clone()));
+        let mut replay = Replay::new();
+        replay.run(&old, NOW).unwrap();
+        let mut checkpoint = Checkpoint { buf: [0; CHECKPOINT_CAPACITY], len: 0, plain_len: 0 };
+        replay.compacted(&old, &mut |line| checkpoint.push(line)).unwrap();
+        assert!(2 * checkpoint.plain_len < old.len(), "compaction halves this log");
+        checkpoint.commit(old.len());
+        let marked = checkpoint.buf[..checkpoint.len].to_vec();
+        // The checkpoint's append, cut short after any byte.
+        for cut in 0..=marked.len() {
+            let file = [&old[..], &marked[..cut]].concat();
+            assert_eq!(queue(&file), before, "checkpoint cut after {cut} bytes");
+            assert_eq!(queue(&released(file)), after_release, "checkpoint cut after {cut} bytes, then a release");
+        }
+        let committed = [&old[..], &marked[..]].concat();
+        assert_eq!(last_checkpoint_from(&committed), Some(old.len()));
+        // The compacted log written over the start, cut short after any byte.
+        let plain = checkpoint.unmark().to_vec();
+        assert_eq!(plain.len(), checkpoint.plain_len);
+        for cut in 0..=plain.len() {
+            let mut file = committed.clone();
+            file[..cut].copy_from_slice(&plain[..cut]);
+            assert_eq!(queue(&file), before, "rewrite cut after {cut} bytes");
+            assert_eq!(queue(&released(file)), after_release, "rewrite cut after {cut} bytes, then a release");
+        }
+        // Cut to it: the compacted log alone, which starts at its header.
+        assert!(plain.starts_with(b"H 4 ") && !plain.windows(2).any(|w| w == b"K " || w == b"E "));
+        assert_eq!(queue(&plain), before);
+        assert_eq!(queue(&released(plain)), after_release);
+    }
+
+    fn last_checkpoint_from(bytes: &[u8]) -> Option<usize> {
+        super::super::replay::last_checkpoint(bytes).map(|c| c.from)
+    }
+
+    /// Marked lines and commits that match nothing are torn lines, never a
+    /// place to start from.
+    #[test]
+    fn a_commit_that_does_not_name_its_checkpoint_is_ignored() {
+        let old = long_log();
+        let before = queue(&old);
+        let at = old.len();
+        let wrong_length = [&b"K H 4 - - 0 0 0 99 -\nE "[..], at.to_string().as_bytes(), b" 2\n"].concat();
+        let cases: [&[u8]; 4] =
+            [b"K H 4 - - 0 0 0 99 -\nE 0 21\n", &wrong_length, b"E 5 5\n", b"K R 00000000000000000000000000000001\n"];
+        for case in cases {
+            let file = [&old[..], case].concat();
+            assert_eq!(queue(&file), before, "{}", String::from_utf8_lossy(case));
+        }
+    }
 }

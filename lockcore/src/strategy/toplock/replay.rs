@@ -17,7 +17,7 @@
 //! nobody loses their place.
 
 use crate::owner::{HostName, Nonce, Owner, ProcessId};
-use crate::strategy::toplock::line::{Grant, Header, Line};
+use crate::strategy::toplock::line::{parse_commit, Grant, Header, Line, CHECKPOINT_MARK};
 
 /// Requests one replay tracks at once; finished ones are dropped from the
 /// table as it fills, and a new request is admitted only while fewer than
@@ -106,6 +106,45 @@ pub struct Replay {
     /// How `watched` ended in the last [`run`](Self::run); `Pending` if it
     /// did not.
     pub watched_end: Ended,
+    /// Where the last [`run`](Self::run) began: 0, or the committed
+    /// checkpoint a compaction in place left ([`last_checkpoint`]).
+    pub origin: usize,
+}
+
+/// A checkpoint a compaction appended and committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Where its first line starts: where the replay begins.
+    pub from: usize,
+    /// Where its commit line starts.
+    commit_at: usize,
+    /// Where the line after its commit starts.
+    after: usize,
+}
+
+/// The last committed checkpoint in `bytes`: the last whole `E` line whose
+/// numbers name the `K` lines just before it, from a line's start. A commit
+/// torn by a writer that died and closed by the next appender names
+/// fewer digits than it was written with, so its numbers never match its
+/// place.
+pub fn last_checkpoint(bytes: &[u8]) -> Option<Checkpoint> {
+    // The last line without its newline is torn: whole lines end before.
+    let mut end = bytes.iter().rposition(|&b| b == b'\n')? + 1;
+    while end > 0 {
+        let newline = end - 1;
+        let start = bytes[..newline].iter().rposition(|&b| b == b'\n').map_or(0, |nl| nl + 1);
+        if let Some((from, len)) =
+            bytes[start..].starts_with(b"E ").then(|| parse_commit(&bytes[start..newline])).flatten()
+        {
+            let at_line_start = from == 0 || bytes.get(from - 1) == Some(&b'\n');
+            if from.checked_add(len) == Some(start) && at_line_start && bytes[from..start].starts_with(CHECKPOINT_MARK)
+            {
+                return Some(Checkpoint { from, commit_at: start, after: end });
+            }
+        }
+        end = start;
+    }
+    None
 }
 
 impl Default for Replay {
@@ -125,6 +164,7 @@ impl Replay {
             future_lines: 0,
             watched: None,
             watched_end: Ended::Pending,
+            origin: 0,
         }
     }
 
@@ -134,18 +174,35 @@ impl Replay {
         self.torn_lines = 0;
         self.future_lines = 0;
         self.watched_end = Ended::Pending;
-        let mut at = 0;
+        // A committed checkpoint holds the whole queue as it was when it was
+        // written: what came before it is history.
+        let checkpoint = last_checkpoint(bytes);
+        self.origin = checkpoint.map_or(0, |c| c.from);
+        let first = checkpoint.map_or(0, |c| c.from + CHECKPOINT_MARK.len());
+        let mut at = self.origin;
         while at < bytes.len() {
+            if let Some(c) = checkpoint.filter(|c| at == c.commit_at) {
+                at = c.after;
+                continue;
+            }
             let rest = &bytes[at..];
             // A last line without its newline was torn by a writer that died
             // or ran out of space inside its write (appends hold the file
             // exclusively, so none is in flight while we read): it does not
             // count, and the next appender closes it before its own line.
             let Some(nl) = rest.iter().position(|&b| b == b'\n') else { break };
-            let offset = at;
+            let (offset, text) = match checkpoint {
+                // Inside the checkpoint, written whole in one write: every
+                // line is marked, or the file was written by someone else.
+                Some(c) if at < c.commit_at => match rest[..nl].strip_prefix(CHECKPOINT_MARK) {
+                    Some(text) => (at + CHECKPOINT_MARK.len(), text),
+                    None => return Err(Unreadable::Corrupt),
+                },
+                _ => (at, &rest[..nl]),
+            };
             at += nl + 1;
-            let line = Line::parse(&rest[..nl]);
-            if offset == 0 {
+            let line = Line::parse(text);
+            if offset == first {
                 match line {
                     Some(Line::Header(header)) => {
                         // Its times, likewise, are never ahead of the reader.
@@ -157,7 +214,7 @@ impl Replay {
                         };
                         continue;
                     }
-                    _ if rest.starts_with(b"H ") => return Err(Unreadable::Corrupt),
+                    _ if text.starts_with(b"H ") => return Err(Unreadable::Corrupt),
                     _ => return Err(Unreadable::NotAQueue),
                 }
             }
