@@ -83,8 +83,10 @@ pub fn open_state_file(
                     return Err(Error::not_a_lock(role));
                 }
                 let marker = &initial[..initial.iter().position(|&b| b == b' ').map_or(0, |space| space + 1)];
-                let mut start = [0u8; 16];
-                let start = &mut start[..marker.len().min(16)];
+                // The marker's first 32 bytes, the most any format's needs.
+                let marker = &marker[..marker.len().min(32)];
+                let mut start = [0u8; 32];
+                let start = &mut start[..marker.len()];
                 let n = sys::pread_full(&fd, start, 0).map_err(|e| FileError::io(role, e))?;
                 if start[..n] != *marker {
                     return Err(Error::not_a_lock(role));

@@ -142,9 +142,10 @@ pub mod internals {
 
     /// The pid of the next waiter to be served in the turnstile beside the
     /// lock at `lock` (its path, as [`Lock::path`](crate::Lock::path) names
-    /// it), if it has one and anyone waits: for tests that kill it.
-    pub fn next_in_line(lock: &crate::CPath) -> Option<i32> {
-        let line = crate::turnstile::Turnstile::open(lock, crate::Sharing::new(0o600), false).ok()?;
+    /// it) of mode `mode`, if it has one and anyone waits: for tests that
+    /// kill it.
+    pub fn next_in_line(lock: &crate::CPath, mode: u32) -> Option<i32> {
+        let line = crate::turnstile::Turnstile::open(lock, crate::Sharing::new(mode), false).ok()?;
         line.next_in_line()
     }
 }

@@ -347,11 +347,10 @@ impl Lock {
     /// Waits up to `budget` (`None`: as long as it takes) for the lock.
     /// Every wait inside, for the lock's guard included, ends by the budget.
     ///
-    /// With `fair=1` (the default) on a local file system, for a lock no
-    /// other user may write (they could truncate the turnstile under its
-    /// waiters), the wait is a place in the lock's turnstile: first come,
-    /// first served among this library's waiters, each woken when its turn
-    /// comes, and only the head tries the lock. Whoever tries it (the head, or every waiter with
+    /// With `fair=1` (the default) on a local file system, the wait is a
+    /// place in the lock's turnstile: first come, first served among this
+    /// library's waiters, whichever user they run as, each woken when its
+    /// turn comes, and only the head tries the lock. Whoever tries it (the head, or every waiter with
     /// `fair=0`) waits between attempts on the strategy's own wake source,
     /// if its scheme has one ([`Ability::OwnWake`]), or on an inotify watch
     /// of the lock's name ([`WatchWhenBusy`]), for what the queue does not

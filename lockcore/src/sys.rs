@@ -934,16 +934,20 @@ mod tests {
     }
 }
 
-/// A shared, read-write mapping of the first `len` bytes of a file: what
-/// several processes that map the same file see alike, and what futex
-/// words live in ([`futex_wait`]). Unmapped on drop.
+/// Memory shared with other processes, read and written through atomics:
+/// what several processes that map the same file, or attach the same System
+/// V segment, see alike, and what futex words live in ([`futex_wait`]).
+/// Unmapped or detached on drop.
 ///
-/// The file must be at least `len` bytes long and stay so: a page past its
-/// end faults with `SIGBUS`. Only the users who may write the file can
-/// shorten it.
+/// A file mapping lasts only as long as its file: a page past the file's
+/// end faults with `SIGBUS`, and every user who may write the file may
+/// shorten it. A segment's size is fixed when it is made.
 pub struct SharedMapping {
     base: core::ptr::NonNull<u8>,
     len: usize,
+    /// Attached with `shmat(2)`, to be detached with `shmdt`, rather than
+    /// mapped with `mmap`.
+    segment: bool,
 }
 
 impl SharedMapping {
@@ -960,8 +964,49 @@ impl SharedMapping {
             return Err(Errno::last());
         }
         match core::ptr::NonNull::new(addr.cast::<u8>()) {
-            Some(base) => Ok(SharedMapping { base, len }),
+            Some(base) => Ok(SharedMapping { base, len, segment: false }),
             None => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Makes a System V shared memory segment of exactly `len` bytes (zeroed
+    /// by the kernel) and attaches it: its id, for other processes to
+    /// [`attach`](Self::attach_segment), and the attachment. Readable and
+    /// writable by its creator only, until [`share_segment`] says otherwise.
+    pub fn new_segment(len: usize) -> SysResult<(i32, SharedMapping)> {
+        // SAFETY: plain call; IPC_PRIVATE always makes a new segment.
+        let id = cvt(unsafe { libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) })?;
+        match SharedMapping::attach_segment(id, len) {
+            Ok(mapping) => Ok((id, mapping)),
+            Err(e) => {
+                let _ = remove_segment(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Attaches the System V segment `id`, read and write, if it is exactly
+    /// `len` bytes long (`EINVAL` otherwise): an id read from a file may
+    /// name any segment the caller may use, of any size, and one shorter
+    /// than `len` would fault.
+    pub fn attach_segment(id: i32, len: usize) -> SysResult<SharedMapping> {
+        // SAFETY: the kernel chooses the address (NULL), so the attachment
+        // aliases no memory of ours; it is not touched before its size is
+        // known.
+        let addr = unsafe { libc::shmat(id, core::ptr::null(), 0) };
+        if addr as isize == -1 {
+            return Err(Errno::last());
+        }
+        let Some(base) = core::ptr::NonNull::new(addr.cast::<u8>()) else {
+            return Err(Errno::EINVAL);
+        };
+        let mapping = SharedMapping { base, len, segment: true };
+        // Asked once attached: the segment cannot go while attached, so the
+        // size is the size of what `base` points at, not of a segment that
+        // took the id after the one attached was removed.
+        match segment_status(id)?.shm_segsz == len {
+            true => Ok(mapping),
+            false => Err(Errno::EINVAL),
         }
     }
 
@@ -1014,10 +1059,50 @@ impl SharedMapping {
 
 impl Drop for SharedMapping {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, with its length; no reference
-        // into it outlives `self` (they all borrow it).
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        // SAFETY: the mapping or attachment made in `new` or
+        // `attach_segment`, with its length; no reference into it outlives
+        // `self` (they all borrow it).
+        unsafe {
+            match self.segment {
+                true => libc::shmdt(self.base.as_ptr().cast()),
+                false => libc::munmap(self.base.as_ptr().cast(), self.len),
+            }
+        };
     }
+}
+
+/// `shmctl(2)` `IPC_STAT` of segment `id`.
+pub(crate) fn segment_status(id: i32) -> SysResult<libc::shmid_ds> {
+    let mut status = core::mem::MaybeUninit::<libc::shmid_ds>::uninit();
+    // SAFETY: IPC_STAT fills the whole struct when it returns 0.
+    cvt(unsafe { libc::shmctl(id, libc::IPC_STAT, status.as_mut_ptr()) })?;
+    // SAFETY: filled by the successful call.
+    Ok(unsafe { status.assume_init() })
+}
+
+/// Gives segment `id` (one the caller made) to group `gid` with the
+/// permission bits `mode` (read and write bits count; execute bits are
+/// ignored), as a file of that group and mode would be.
+pub fn share_segment(id: i32, gid: u32, mode: u32) -> SysResult<()> {
+    let mut status = segment_status(id)?;
+    status.shm_perm.gid = gid;
+    status.shm_perm.mode = (mode & 0o666) as libc::c_ushort;
+    // SAFETY: IPC_SET reads the struct filled by IPC_STAT, as changed.
+    cvt(unsafe { libc::shmctl(id, libc::IPC_SET, &mut status) }).map(drop)
+}
+
+/// Marks segment `id` to be destroyed once the last process has detached
+/// it. Linux lets processes attach it by its id until then: a segment so
+/// marked lives exactly as long as someone uses it, and a crash leaks none.
+pub fn remove_segment(id: i32) -> SysResult<()> {
+    // SAFETY: IPC_RMID reads no buffer.
+    cvt(unsafe { libc::shmctl(id, libc::IPC_RMID, core::ptr::null_mut()) }).map(drop)
+}
+
+/// Whether System V segment `id` exists (for tests of its lifetime).
+#[cfg(test)]
+pub fn segment_exists(id: i32) -> bool {
+    segment_status(id).is_ok()
 }
 
 // SAFETY: the mapping is plain shared memory, reached only through atomics

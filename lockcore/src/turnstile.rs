@@ -33,13 +33,22 @@
 //! wakes nobody on the other, so on network and user-space file systems
 //! there is no turnstile and waiters poll.
 //!
-//! And only for a lock no other user may write: whoever may write the file
-//! may also truncate it, and a process that touches a shared mapping past
-//! its file's end dies of SIGBUS. A scribble costs a turn; a truncation
-//! would let one user of the lock kill the others' waiters, or a holder in
-//! its release. A lock shared with a group or with everyone (`mode=0660`,
-//! `0666`) therefore has no turnstile: its waiters wait as with `fair=0`,
-//! woken by inotify and their backoff.
+//! Where the words live depends on who may write the lock. For a lock kept
+//! to its owner (`mode=0600`, `0640`, `0644`) they are the file itself,
+//! mapped shared. A lock shared with a group or with everyone (`mode=0660`,
+//! `0666`) cannot be queued in a mapped file: whoever may write a file may
+//! also truncate it, and a process that touches a shared mapping past its
+//! file's end dies of SIGBUS, so one user of the lock could kill the
+//! others' waiters, or a holder in its release. Its words live in a System
+//! V shared memory segment instead, whose size is fixed when it is made,
+//! and the file only names it ([`Naming`]). The segment is given the
+//! file's group and mode, and marked for removal as soon as it is made: it
+//! lasts as long as some process has it attached (an open handle that has
+//! waited), and the next to need one when it has gone makes another. An id
+//! in the file is attached only if the segment is exactly of our size and
+//! carries our header and the file's identity; a user who may write the
+//! file may point it at a segment of their own, which, like a scribble,
+//! costs turns and nothing else.
 
 use core::sync::atomic::Ordering::SeqCst;
 use core::time::Duration;
@@ -47,7 +56,7 @@ use core::time::Duration;
 use crate::clock::MonoTime;
 use crate::error::FileRole;
 use crate::files;
-use crate::sys::{self, CPath, FutexWait, SharedMapping};
+use crate::sys::{self, CPath, Fd, FutexWait, OfdLock, SharedMapping};
 use crate::trust::Sharing;
 
 /// How long a waiter sleeps, at most, before it looks at the queue itself:
@@ -79,7 +88,29 @@ const SLOTS_AT: usize = 256;
 const SLOT_LEN: usize = 16;
 const GO_IN_SLOT: usize = 8;
 
+/// In a segment: the device and inode of the file that names it, so that
+/// an id found in another lock's file (copied, or the kernel's id given to
+/// a new segment of someone else's) is not taken for this lock's queue.
+const NAMED_BY_DEV_AT: usize = 224;
+const NAMED_BY_INO_AT: usize = 232;
+
 const _: () = assert!(HEADER.len() <= NEXT_AT && SLOTS_AT + SLOTS as usize * SLOT_LEN <= FILE_LEN);
+const _: () = assert!(TRIED_AT + 8 <= NAMED_BY_DEV_AT && NAMED_BY_INO_AT + 8 <= SLOTS_AT);
+
+/// The file of a lock others may write: a line that says what it is, and
+/// the id of the segment that holds the words, at [`SEGMENT_ID_AT`].
+const NAMING_HEADER: &[u8] =
+    b"turnstile-segment 1 lockcore: a queue of waiters in the System V segment whose id is at byte 128\n";
+const SEGMENT_ID_AT: usize = 128;
+/// The id of no segment (`shmget` gives none below 0).
+const NO_SEGMENT: i32 = -1;
+const NAMING_LEN: usize = SEGMENT_ID_AT + 4;
+const _: () = assert!(NAMING_HEADER.len() <= SEGMENT_ID_AT);
+
+/// How many times an open asks for the naming file's lock, a millisecond
+/// apart, before it leaves the turnstile for the next acquisition: the
+/// lock is held for the few calls that check or make a segment.
+const NAMING_TRIES: u32 = 5;
 
 /// A place in the queue: the ticket's number and the process that took it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,8 +163,29 @@ pub enum Unusable {
 pub struct Turnstile {
     map: SharedMapping,
     path: CPath,
-    /// The file mapped, to see whether the path still names it.
+    /// The file mapped, or the one that names the segment: to see whether
+    /// the path still names it.
     file: sys::FileStat,
+    /// For a lock others may write, the segment attached and its file.
+    named: Option<Naming>,
+}
+
+/// The file that names the segment a shared lock's queue lives in, and the
+/// id it named when the segment was attached.
+struct Naming {
+    fd: Fd,
+    id: i32,
+}
+
+impl Naming {
+    /// The id the file names now; `None` for none, or a file cut short.
+    fn read(fd: &Fd) -> Option<i32> {
+        let mut id = [0u8; 4];
+        match sys::pread_full(fd, &mut id, SEGMENT_ID_AT as u64) {
+            Ok(4) => Some(i32::from_ne_bytes(id)).filter(|&id| id != NO_SEGMENT),
+            _ => None,
+        }
+    }
 }
 
 impl core::fmt::Debug for Turnstile {
@@ -146,15 +198,13 @@ impl Turnstile {
     /// The turnstile of the lock at `lock`; with `create`, made with the
     /// lock's mode if missing (only a waiter that found the lock held makes
     /// it: a lock whose files are not to be trusted gets nothing new beside
-    /// it). [`Unusable::Missing`] if it is not there and not to be made;
+    /// it). [`Unusable::Missing`] if it is not there and not to be made (or,
+    /// for a lock others may write, its file is busy just now);
     /// [`Unusable::Never`] where there can be none (a file system shared
-    /// with other hosts, a lock other users may write) or where it cannot
-    /// be used (a file of another format or owner at its name, a full
-    /// disk): the waiters then poll, and the lock works as before.
+    /// with other hosts) or where it cannot be used (a file of another
+    /// format or owner at its name, a full disk, no System V shared memory
+    /// to be had): the waiters then poll, and the lock works as before.
     pub fn open(lock: &CPath, sharing: Sharing, create: bool) -> Result<Turnstile, Unusable> {
-        if sharing.writable_by_others() {
-            return Err(Unusable::Never);
-        }
         let path = files::with_suffix(lock, SUFFIX).map_err(|_| Unusable::Never)?;
         if !create && matches!(sys::lstat(&path), Err(sys::Errno::ENOENT)) {
             return Err(Unusable::Missing);
@@ -163,28 +213,51 @@ impl Turnstile {
         if !files::on_one_host(&dir) {
             return Err(Unusable::Never);
         }
+        if sharing.writable_by_others() {
+            return Turnstile::open_segment(path, sharing, create);
+        }
         let initial = initial_content();
-        // Errors do not surface: without a turnstile the lock still works.
-        let (fd, file) = files::open_state_file(&path, FileRole::Guard, sharing, &initial, 0).map_err(|e| {
-            match e.kind() {
-                // The directory is missing: the attempt says so.
-                crate::error::ErrorKind::NotFound => Unusable::Missing,
-                _ => Unusable::Never,
-            }
-        })?;
+        let (fd, file) = open_file(&path, sharing, &initial)?;
         if file.size < FILE_LEN as u64 {
             // Shorter than ours: not one of ours, or cut short; a mapping
             // past its end would fault.
             return Err(Unusable::Never);
         }
         let map = SharedMapping::new(&fd, FILE_LEN).map_err(|_| Unusable::Never)?;
-        Ok(Turnstile { map, path, file })
+        Ok(Turnstile { map, path, file, named: None })
     }
 
-    /// Whether the path still names the file mapped: a turnstile deleted
-    /// and made anew splits the queue until every waiter has the new one.
+    /// [`open`](Self::open) for a lock others may write: attaches the
+    /// segment its file names, or, with `create`, makes one if it names
+    /// none that is ours. One process at a time, under the file's lock, so
+    /// that two who find none do not each make their own.
+    fn open_segment(path: CPath, sharing: Sharing, create: bool) -> Result<Turnstile, Unusable> {
+        let (fd, file) = open_file(&path, sharing, &initial_naming())?;
+        let mut tries = 0;
+        while !sys::try_ofd_lock(&fd, OfdLock::Exclusive).map_err(|_| Unusable::Never)? {
+            tries += 1;
+            if tries == NAMING_TRIES {
+                return Err(Unusable::Missing);
+            }
+            sys::sleep(Duration::from_millis(1));
+        }
+        let attached = match Naming::read(&fd).and_then(|id| attach_ours(id, &file).map(|map| (id, map))) {
+            Some(found) => Ok(found),
+            None if create => make_segment(&fd, &file),
+            None => Err(Unusable::Missing),
+        };
+        let _ = sys::ofd_unlock(&fd);
+        let (id, map) = attached?;
+        Ok(Turnstile { map, path, file, named: Some(Naming { fd, id }) })
+    }
+
+    /// Whether the path still names the file mapped (or, for a lock others
+    /// may write, the file that names the segment attached, and whether it
+    /// still names that one): a turnstile deleted and made anew splits the
+    /// queue until every waiter has the new one.
     pub fn is_current(&self) -> bool {
         sys::lstat(&self.path).is_ok_and(|now| now.same_file(&self.file))
+            && self.named.as_ref().map_or(true, |named| Naming::read(&named.fd) == Some(named.id))
     }
 
     fn next(&self) -> &core::sync::atomic::AtomicU32 {
@@ -451,6 +524,44 @@ impl Turnstile {
     }
 }
 
+/// Opens (or makes, with `initial`) the turnstile's file. Its errors do not
+/// surface: without a turnstile the lock still works.
+fn open_file(path: &CPath, sharing: Sharing, initial: &[u8]) -> Result<(Fd, sys::FileStat), Unusable> {
+    files::open_state_file(path, FileRole::Guard, sharing, initial, 0).map_err(|e| match e.kind() {
+        // The directory is missing: the attempt says so.
+        crate::error::ErrorKind::NotFound => Unusable::Missing,
+        _ => Unusable::Never,
+    })
+}
+
+/// Segment `id` attached, if it is one of our turnstiles, made for the
+/// file `naming`.
+fn attach_ours(id: i32, naming: &sys::FileStat) -> Option<SharedMapping> {
+    let map = SharedMapping::attach_segment(id, FILE_LEN).ok()?;
+    let mut header = [0u8; HEADER.len()];
+    map.read_bytes(0, &mut header);
+    let ours = header == *HEADER
+        && map.word64(NAMED_BY_DEV_AT).load(SeqCst) == naming.dev
+        && map.word64(NAMED_BY_INO_AT).load(SeqCst) == naming.ino;
+    ours.then_some(map)
+}
+
+/// Makes a segment for the file `naming` (open as `fd`, whose lock the
+/// caller holds): laid out as a new turnstile file, given the file's group
+/// and mode, marked to go with its last user, and named in the file.
+fn make_segment(fd: &Fd, naming: &sys::FileStat) -> Result<(i32, SharedMapping), Unusable> {
+    let (id, map) = SharedMapping::new_segment(FILE_LEN).map_err(|_| Unusable::Never)?;
+    // Marked first, so that no failure below leaves it behind: this
+    // attachment keeps it until the mapping is dropped.
+    let _ = sys::remove_segment(id);
+    map.write_bytes(0, &initial_content());
+    map.word64(NAMED_BY_DEV_AT).store(naming.dev, SeqCst);
+    map.word64(NAMED_BY_INO_AT).store(naming.ino, SeqCst);
+    sys::share_segment(id, naming.gid, naming.mode).map_err(|_| Unusable::Never)?;
+    sys::pwrite_all(fd, &id.to_ne_bytes(), SEGMENT_ID_AT as u64).map_err(|_| Unusable::Never)?;
+    Ok((id, map))
+}
+
 fn nanos(at: MonoTime) -> u64 {
     u64::try_from(at.since(MonoTime::EPOCH).as_nanos()).unwrap_or(u64::MAX)
 }
@@ -486,6 +597,14 @@ fn initial_content() -> [u8; FILE_LEN] {
         let unsold = claim_of(slot.wrapping_sub(SLOTS), 0);
         bytes[at..at + 8].copy_from_slice(&unsold.to_ne_bytes());
     }
+    bytes
+}
+
+/// A new naming file: the header, and no segment named.
+fn initial_naming() -> [u8; NAMING_LEN] {
+    let mut bytes = [0u8; NAMING_LEN];
+    bytes[..NAMING_HEADER.len()].copy_from_slice(NAMING_HEADER);
+    bytes[SEGMENT_ID_AT..].copy_from_slice(&NO_SEGMENT.to_ne_bytes());
     bytes
 }
 
@@ -656,20 +775,104 @@ mod tests {
         assert!(until <= MonoTime::now().saturating_add(Duration::from_millis(20)));
     }
 
-    /// A lock other users may write gets no turnstile, and none is made:
-    /// they could truncate it under the mapping of every waiter.
+    fn lock_in(dir: &std::path::Path) -> CPath {
+        CPath::from_parts(&[dir.join("lock").as_os_str().as_encoded_bytes()]).unwrap()
+    }
+
+    fn named_id(dir: &std::path::Path) -> i32 {
+        let bytes = std::fs::read(dir.join("lock.turnstile")).unwrap();
+        i32::from_ne_bytes(bytes[SEGMENT_ID_AT..SEGMENT_ID_AT + 4].try_into().unwrap())
+    }
+
+    /// A lock other users may write queues in a System V segment that its
+    /// file names: every handle attaches the same one, with the file's
+    /// mode, and the segment goes with the last of them.
     #[test]
-    fn a_lock_shared_with_other_users_has_no_turnstile() {
+    fn a_lock_shared_with_other_users_queues_in_a_segment_its_file_names() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("lockcore-turnstile-shared-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
-        let lock = CPath::from_parts(&[dir.join("lock").as_os_str().as_encoded_bytes()]).unwrap();
+        let lock = lock_in(&dir);
         for mode in [0o660, 0o666, 0o620] {
-            assert_eq!(Turnstile::open(&lock, Sharing::new(mode), true).map(drop), Err(Unusable::Never), "{mode:o}");
+            let sharing = Sharing::new(mode);
+            assert_eq!(Turnstile::open(&lock, sharing, false).map(drop), Err(Unusable::Missing), "{mode:o}");
+            let one = Turnstile::open(&lock, sharing, true).expect("a turnstile in a segment");
+            let other = Turnstile::open(&lock, sharing, false).expect("the same segment, attached");
+            let file = std::fs::metadata(dir.join("lock.turnstile")).unwrap();
+            assert_eq!(file.permissions().mode() & 0o777, mode, "the file has exactly the mode");
+            assert!(file.len() < FILE_LEN as u64, "the file names the segment; it holds no words");
+            let id = named_id(&dir);
+            assert_eq!(sys::segment_status(id).unwrap().shm_perm.mode & 0o777, (mode & 0o666) as u16);
+            let a = one.take(me()).unwrap();
+            let b = other.take(me()).unwrap();
+            assert_eq!([other.place(a), one.place(b)], [Place::Head, Place::Behind(1)], "one queue");
+            assert!(one.is_current() && other.is_current());
+            drop(one);
+            assert!(sys::segment_exists(id), "attached by the other");
+            drop(other);
+            assert!(!sys::segment_exists(id), "gone with its last user");
+            assert_eq!(Turnstile::open(&lock, sharing, false).map(drop), Err(Unusable::Missing), "names none now");
+            let again = Turnstile::open(&lock, sharing, true).unwrap();
+            assert_ne!(named_id(&dir), id, "a new one, named in the file");
+            assert_eq!(again.look(me()), Ahead::Nobody, "a fresh queue");
+            drop(again);
+            std::fs::remove_file(dir.join("lock.turnstile")).unwrap();
         }
-        assert!(!dir.join("lock.turnstile").exists(), "nothing was made");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Another user who may write the file can cut it short, rewrite the
+    /// id, or point it at a segment that is not a turnstile: the handles
+    /// attached keep their memory (nothing faults), find the name changed,
+    /// and a segment not of ours is left exactly as it was.
+    #[test]
+    fn a_shared_lock_survives_its_file_cut_short_or_pointed_elsewhere() {
+        let dir = std::env::temp_dir().join(format!("lockcore-turnstile-cut-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let lock = lock_in(&dir);
+        let sharing = Sharing::new(0o666);
+        let line = Turnstile::open(&lock, sharing, true).unwrap();
+        let ticket = line.take(me()).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(dir.join("lock.turnstile")).unwrap();
+        file.set_len(0).unwrap();
+        assert!(!line.is_current(), "the file names no segment now");
+        assert_eq!(line.place(ticket), Place::Head, "the words are where they were");
+        line.pass(ticket);
+
+        // A segment of someone else's, of our size, named in the file.
+        let (foreign, theirs) = SharedMapping::new_segment(FILE_LEN).unwrap();
+        sys::remove_segment(foreign).unwrap();
+        theirs.write_bytes(0, b"not a turnstile");
+        file.set_len(0).unwrap();
+        std::fs::write(
+            dir.join("lock.turnstile"),
+            [&initial_naming()[..SEGMENT_ID_AT], &foreign.to_ne_bytes()].concat(),
+        )
+        .unwrap();
+        let fresh = Turnstile::open(&lock, sharing, true).expect("a segment of ours, made anew");
+        assert_ne!(named_id(&dir), foreign);
+        let mut kept = [0u8; 16];
+        theirs.read_bytes(0, &mut kept);
+        assert_eq!(&kept[..15], b"not a turnstile", "the foreign segment is untouched");
+        assert_eq!(theirs.word64(NEXT_AT).load(SeqCst), 0);
+        drop(fresh);
+        drop(line);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A lock kept to its owner queues in its mapped file, as before.
+    #[test]
+    fn a_private_lock_queues_in_its_file() {
+        let dir = std::env::temp_dir().join(format!("lockcore-turnstile-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let lock = lock_in(&dir);
         for mode in [0o600, 0o640, 0o644] {
-            assert!(Turnstile::open(&lock, Sharing::new(mode), true).is_ok(), "{mode:o}");
+            let line = Turnstile::open(&lock, Sharing::new(mode), true).unwrap();
+            assert!(line.named.is_none(), "{mode:o}");
+            assert_eq!(std::fs::metadata(dir.join("lock.turnstile")).unwrap().len(), FILE_LEN as u64);
             std::fs::remove_file(dir.join("lock.turnstile")).unwrap();
         }
         std::fs::remove_dir_all(&dir).unwrap();

@@ -1,6 +1,8 @@
 //! Turns in line, with real processes, on every scheme: waiters get the lock
 //! in the order they queued, and waiters killed in line, the next in line
-//! among them, hold up nobody.
+//! among them, hold up nobody. Each file scheme runs twice: with a lock kept
+//! to its owner, whose queue is a mapped file, and with one other users may
+//! write (`mode=0666`), whose queue is a System V segment.
 //!
 //! The order of arrival is made, not hoped for: each waiter is started only
 //! once the one before it shows in the lock's queue (`queue_length`, which
@@ -62,6 +64,17 @@ fn queue_waiters(spec: &str, shm: &Shm, observer: &mut lockcore::Lock, children:
     }
 }
 
+/// The specs a scheme's tests run on: private, and shared with every user
+/// where the scheme's locks may be.
+fn specs(scheme: lockcore::Scheme, dir: &TestDir) -> Vec<String> {
+    let mut specs = vec![scheme.spec(dir.path(), "ttl=1h")];
+    if scheme.supports(lockcore::Ability::Files) && !private_only(scheme) {
+        std::fs::create_dir(dir.join("shared")).unwrap();
+        specs.push(scheme.spec(&dir.join("shared"), "ttl=1h&mode=0666"));
+    }
+    specs
+}
+
 fn order(shm: &Shm) -> Vec<u64> {
     (0..shm.get(TAKEN) as usize).map(|k| shm.get(ORDER + k)).collect()
 }
@@ -69,30 +82,44 @@ fn order(shm: &Shm) -> Vec<u64> {
 #[test]
 fn waiters_get_the_lock_in_the_order_they_queued() {
     each_scheme("fair-order", |scheme, dir| {
-        let spec = scheme.spec(dir.path(), "ttl=1h");
-        let shm = Shm::create(&dir.join("shm"));
-        let mut holder = open_lock(&spec);
-        let mut observer = open_lock(&spec);
+        for (i, spec) in specs(scheme, dir).iter().enumerate() {
+            in_order(spec, &dir.join(&format!("shm-{i}")));
+        }
+    });
+}
+
+fn in_order(spec: &str, shm: &std::path::Path) {
+    {
+        let shm = Shm::create(shm);
+        let mut holder = open_lock(spec);
+        let mut observer = open_lock(spec);
         holder.try_acquire().unwrap();
         let mut children = Children::new();
-        queue_waiters(&spec, &shm, &mut observer, &mut children);
+        queue_waiters(spec, &shm, &mut observer, &mut children);
         holder.release(Duration::ZERO).unwrap();
         children.expect_success("waiter");
         assert_eq!(order(&shm), (1..=WAITERS as u64).collect::<Vec<_>>(), "{spec}: the order of the turns");
         assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
-    });
+    }
 }
 
 #[test]
 fn waiters_killed_in_line_hold_up_nobody() {
     each_scheme("fair-killed", |scheme, dir| {
-        let spec = scheme.spec(dir.path(), "ttl=1h");
-        let shm = Shm::create(&dir.join("shm"));
-        let mut holder = open_lock(&spec);
-        let mut observer = open_lock(&spec);
+        for (i, spec) in specs(scheme, dir).iter().enumerate() {
+            killed_in_line(spec, &dir.join(&format!("shm-{i}")));
+        }
+    });
+}
+
+fn killed_in_line(spec: &str, shm: &std::path::Path) {
+    {
+        let shm = Shm::create(shm);
+        let mut holder = open_lock(spec);
+        let mut observer = open_lock(spec);
         holder.try_acquire().unwrap();
         let mut children = Children::new();
-        queue_waiters(&spec, &shm, &mut observer, &mut children);
+        queue_waiters(spec, &shm, &mut observer, &mut children);
         // The next in line (waiter 1) and one in the middle (waiter 3).
         let mut killed = Vec::new();
         for number in [3, 1] {
@@ -111,5 +138,5 @@ fn waiters_killed_in_line_hold_up_nobody() {
         // The dead are passed over at the hand-off, or after one 10 ms
         // slice at most; a second is a bound with room for a loaded machine.
         assert!(first_turn < Duration::from_secs(1), "{spec}: the first survivor waited {first_turn:?}");
-    });
+    }
 }

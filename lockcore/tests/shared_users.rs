@@ -39,6 +39,14 @@
 //!   its owner and its mode, and the planted file is untouched. (The library
 //!   opens an existing state file without `O_CREAT`, so the kernel's
 //!   `fs.protected_regular` never answers for it.)
+//! * `users_of_a_lock_for_everyone_take_turns_in_the_order_they_came`: in a
+//!   directory like `/tmp`, root holds a `mode=0666` lock while waiters as
+//!   `lockcore-web`, `lockcore-cron` and `lockcore-other` (each umask
+//!   different) queue behind it one after another, each started once the
+//!   one before it shows in the lock's queue. Once root lets go they get
+//!   the lock in exactly that order, one at a time, every scheme whose
+//!   locks others may share. The queue is a System V segment that the
+//!   first waiter made and the others attached, named by a `0666` file.
 
 mod common;
 
@@ -71,6 +79,8 @@ const COUNT: usize = 5;
 /// A probe's outcome as text: its length, then its bytes, eight a slot.
 const OUTCOME: usize = 16;
 const OUTCOME_BYTES: usize = 1024;
+/// Slot `TURNS + k`: the number of the waiter that had the lock k-th.
+const TURNS: usize = OUTCOME + OUTCOME_BYTES / 8;
 
 #[test]
 fn child_entry() {
@@ -83,6 +93,7 @@ fn run_role(role: &str) {
         "count" => count(),
         "plant" => plant(),
         "probe" => probe(),
+        "turn" => turn(),
         other => panic!("unknown role {other}"),
     }
 }
@@ -119,6 +130,27 @@ fn count() {
             Ok(ReleaseOutcome::Released) => {}
             other => panic!("{who}: release {i} of {spec}: {other:?}"),
         }
+    }
+}
+
+/// Waits for the lock, once, and inside notes its `NUMBER` as the next
+/// turn taken.
+fn turn() {
+    let who = child_user();
+    let spec = var("SPEC");
+    let shm = Shm::open(var("SHM").as_ref());
+    let mut lock = Lock::open(spec.as_bytes()).unwrap_or_else(|e| panic!("{who}: open {spec}: {e} ({e:?})"));
+    lock.acquire(Some(BUDGET)).unwrap_or_else(|e| panic!("{who}: acquire {spec}: {e} ({e:?})"));
+    if shm.enter(INSIDE, MAX_INSIDE) != 0 {
+        shm.at(OVERLAPS).fetch_add(1, SeqCst);
+    }
+    let k = shm.at(COUNT).fetch_add(1, SeqCst) as usize;
+    shm.at(TURNS + k).store(var_usize("NUMBER") as u64, SeqCst);
+    std::thread::sleep(Duration::from_millis(2));
+    shm.leave(INSIDE);
+    match lock.release(Duration::ZERO) {
+        Ok(ReleaseOutcome::Released) => {}
+        other => panic!("{who}: release of {spec}: {other:?}"),
     }
 }
 
@@ -249,6 +281,48 @@ fn web_and_cron_share_a_group_lock_whatever_their_umasks() {
         }
         problems.extend(files_left_wrongly(&dir, &users));
         assert!(problems.is_empty(), "\n{}\n{}", problems.join("\n"), dir.listing(&users));
+    });
+}
+
+#[test]
+fn users_of_a_lock_for_everyone_take_turns_in_the_order_they_came() {
+    let Some(users) = TestUsers::get() else { return };
+    let waiters = [
+        (TestUser::Web, 0o022),
+        (TestUser::Cron, 0o077),
+        (TestUser::Other, 0o002),
+        (TestUser::Cron, 0o077),
+        (TestUser::Web, 0o022),
+    ];
+    let cases: Vec<(String, Scheme)> = file_schemes().iter().map(|&s| (s.name().to_owned(), s)).collect();
+    each_case("turns across users", &cases, |&scheme| {
+        let dir = SharedDir::like_tmp(&format!("turns-{}", scheme.name()));
+        let spec = scheme.spec(dir.path(), "mode=0666&ttl=1h");
+        let Some(mut holder) = open_shared(scheme, &spec) else { return };
+        let mut observer = open_shared(scheme, &spec).unwrap();
+        let shm = shm_for_everyone(dir.path());
+        holder.try_acquire().unwrap_or_else(|e| panic!("root takes {spec}: {e}"));
+        let mut children: Vec<UserChild> = Vec::new();
+        for (number, &(user, umask)) in (1..).zip(&waiters) {
+            let vars =
+                [("SPEC", spec.clone()), ("SHM", shm.path().display().to_string()), ("NUMBER", number.to_string())];
+            children.push(users.spawn_as(user, umask, "turn", &vars));
+            wait_until("the waiter to show in the queue", || {
+                observer.inspect().is_ok_and(|i| i.queue_length.unwrap_or(0) > number)
+                    || children.iter_mut().any(UserChild::has_exited)
+            });
+        }
+        let mut turnstile = common::path_of(&holder).into_os_string();
+        turnstile.push(".turnstile");
+        let turnstile = std::fs::metadata(&turnstile).expect("the queue's file");
+        assert_eq!(turnstile.mode() & 0o7777, 0o666, "{spec}: the queue's file has the lock's mode");
+        assert_eq!(turnstile.uid(), users.uid(TestUser::Web), "{spec}: made by the first to wait");
+        holder.release(Duration::ZERO).unwrap();
+        let problems: Vec<String> = children.iter_mut().filter_map(|child| child.finish().err()).collect();
+        assert!(problems.is_empty(), "{spec}:\n{}", problems.join("\n"));
+        let turns: Vec<u64> = (0..shm.get(COUNT) as usize).map(|k| shm.get(TURNS + k)).collect();
+        assert_eq!(turns, (1..=waiters.len() as u64).collect::<Vec<_>>(), "{spec}: the order of the turns");
+        assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
     });
 }
 

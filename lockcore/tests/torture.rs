@@ -396,7 +396,7 @@ impl Line {
     /// The pid of the waiter to be served next, if anyone waits.
     fn next_pid(&self) -> Option<i32> {
         match self {
-            Line::Turnstile(path) => lockcore::internals::next_in_line(path),
+            Line::Turnstile(path) => lockcore::internals::next_in_line(path, 0o600),
             Line::OnServer { server, queue } => {
                 let head = server.command(&["LINDEX", queue, "0"]);
                 lockcore::internals::redis_waiter_pid(head.as_bytes())
