@@ -56,7 +56,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lockcore::{Lock, ReleaseOutcome, Scheme};
+use lockcore::{Lock, ReleaseOutcome, Scheme, TargetKind};
 
 use crate::pool::{Mode, MAX_WORKERS};
 use crate::redis::Transport;
@@ -104,6 +104,10 @@ pub struct Config {
     pub dir: PathBuf,
     /// How the workers reach the redis server, for `redis` cells.
     pub redis_transport: Transport,
+    /// The `mode=` of file locks (`None`: the spec's default, 0600): with a
+    /// group or other write bit, the lock of several users, whose waiters
+    /// queue in a System V segment rather than a mapped file.
+    pub lock_mode: Option<u32>,
     pub quick: bool,
 }
 
@@ -123,6 +127,7 @@ impl Default for Config {
             out: PathBuf::from("target/contention"),
             dir: std::env::temp_dir(),
             redis_transport: Transport::Tcp,
+            lock_mode: None,
             quick: false,
         }
     }
@@ -177,6 +182,8 @@ usage: cargo run --release -p bench --bin contention -- [options]
   --busy              spin through the critical section instead of sleeping
   --outside-us N      time each worker stays away between release and its next acquire (0)
   --dir PATH          where the lock files live (the default temp directory)
+  --lock-mode OCTAL   the mode= of file locks (0600); 0666 measures a lock other users may share
+                      (shm, which is private only, is left out)
   --redis-transport T how the workers reach the run's own redis-server for redis cells: tcp, over
                       loopback as a client on another host would (the default), or unix, its socket
   --out PATH          where results.csv and the SVG plots go (target/contention)
@@ -200,7 +207,7 @@ Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on
                 "-h" | "--help" => return Err(ArgError::Help),
                 "--quick" | "--busy" => given.push((flag, None)),
                 "--duration" | "--budget" | "--outside-us" | "--rounds" | "--strategies" | "--contenders"
-                | "--modes" | "--critical-us" | "--dir" | "--out" | "--redis-transport" => {
+                | "--modes" | "--critical-us" | "--dir" | "--out" | "--redis-transport" | "--lock-mode" => {
                     let value = match inline {
                         Some(v) => v,
                         None => args.next().ok_or_else(|| ArgError::Bad(format!("{flag} needs a value")))?,
@@ -226,6 +233,10 @@ Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on
                     config.critical = Duration::from_micros(value.parse().map_err(|_| bad("microseconds"))?)
                 }
                 "--dir" => config.dir = PathBuf::from(&value),
+                "--lock-mode" => {
+                    let mode = u32::from_str_radix(&value, 8).ok().filter(|&m| m & !0o666 == 0 && m & 0o600 == 0o600);
+                    config.lock_mode = Some(mode.ok_or_else(|| bad("octal, read and write for the owner, no x"))?)
+                }
                 "--out" => config.out = PathBuf::from(&value),
                 "--redis-transport" => {
                     config.redis_transport = Transport::from_name(&value).ok_or_else(|| bad("tcp or unix"))?
@@ -641,6 +652,15 @@ pub fn run(config: &Config, log: &mut dyn FnMut(&str)) -> Report {
             server.spec("NAME", crate::redis::QUERY)
         ));
     }
+    if let Some(mode) = config.lock_mode {
+        if mode & 0o022 != 0 && config.strategies.contains(&Scheme::Shm) {
+            let line = format!("`shm` cells skipped: its locks are private, and mode={mode:04o} shares them");
+            log(&line);
+            notes.push(line);
+            config.strategies.retain(|s| *s != Scheme::Shm);
+        }
+        notes.push(format!("File locks made with `mode={mode:04o}`."));
+    }
     let mut cells = Vec::new();
     for &scheme in &config.strategies {
         for &mode in &config.modes {
@@ -653,7 +673,10 @@ pub fn run(config: &Config, log: &mut dyn FnMut(&str)) -> Report {
         for cell in cells.iter_mut() {
             let name = format!("{}-{}-{}-r{round}", cell.strategy, cell.mode.name(), cell.contenders);
             let scheme = Scheme::from_name(cell.strategy.as_bytes()).expect("a cell's strategy is a scheme");
-            let spec = homes.spec(scheme, &name);
+            let mut spec = homes.spec(scheme, &name);
+            if let (Some(mode), TargetKind::Path) = (config.lock_mode, scheme.target_kind()) {
+                spec.push_str(&format!("?mode={mode:04o}"));
+            }
             run_round(&config, cell, spec.as_bytes());
             log(&format!(
                 "round {}/{} {:>8} {:>9} x{:<3} {:>9.0} acq/s  oracle {}",
@@ -760,5 +783,10 @@ mod tests {
         assert_eq!(unix.redis_transport, Transport::Unix);
         assert!(matches!(Config::parse_args(args("--redis-transport udp")), Err(ArgError::Bad(_))));
         assert_eq!(Config::parse_args(args("--help")).unwrap_err(), ArgError::Help);
+        assert_eq!(Config::parse_args(args("--lock-mode 0666")).unwrap().lock_mode, Some(0o666));
+        assert_eq!(c.lock_mode, None);
+        for bad in ["0777", "0466", "rw", "0400"] {
+            assert!(matches!(Config::parse_args(args(&format!("--lock-mode {bad}"))), Err(ArgError::Bad(_))), "{bad}");
+        }
     }
 }
