@@ -970,19 +970,26 @@ impl SharedMapping {
     }
 
     /// Makes a System V shared memory segment of exactly `len` bytes (zeroed
-    /// by the kernel) and attaches it: its id, for other processes to
-    /// [`attach`](Self::attach_segment), and the attachment. Readable and
-    /// writable by its creator only, until [`share_segment`] says otherwise.
+    /// by the kernel), attaches it and marks it for removal
+    /// ([`remove_segment`]): its id, for other processes to
+    /// [`attach`](Self::attach_segment) while it lasts, and the attachment.
+    /// Readable and writable by its creator only, until [`share_segment`]
+    /// says otherwise. A process killed between the two calls that make and
+    /// attach it leaves it behind (`ipcrm` removes it); after them, nothing.
     pub fn new_segment(len: usize) -> SysResult<(i32, SharedMapping)> {
         // SAFETY: plain call; IPC_PRIVATE always makes a new segment.
         let id = cvt(unsafe { libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) })?;
-        match SharedMapping::attach_segment(id, len) {
-            Ok(mapping) => Ok((id, mapping)),
-            Err(e) => {
-                let _ = remove_segment(id);
-                Err(e)
-            }
-        }
+        // SAFETY: as in `attach_segment`; the segment is our own, of `len`
+        // bytes.
+        let addr = unsafe { libc::shmat(id, core::ptr::null(), 0) };
+        let attached = match addr as isize {
+            -1 => Err(Errno::last()),
+            _ => core::ptr::NonNull::new(addr.cast::<u8>()).ok_or(Errno::EINVAL),
+        };
+        // Marked at once, attached or not: unattached, it goes now.
+        let removed = remove_segment(id);
+        let mapping = SharedMapping { base: attached?, len, segment: true };
+        removed.map(|()| (id, mapping))
     }
 
     /// Attaches the System V segment `id`, read and write, if it is exactly
@@ -1093,7 +1100,7 @@ pub fn share_segment(id: i32, gid: u32, mode: u32) -> SysResult<()> {
 
 /// Marks segment `id` to be destroyed once the last process has detached
 /// it. Linux lets processes attach it by its id until then: a segment so
-/// marked lives exactly as long as someone uses it, and a crash leaks none.
+/// marked lives exactly as long as someone has it attached.
 pub fn remove_segment(id: i32) -> SysResult<()> {
     // SAFETY: IPC_RMID reads no buffer.
     cvt(unsafe { libc::shmctl(id, libc::IPC_RMID, core::ptr::null_mut()) }).map(drop)

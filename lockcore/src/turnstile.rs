@@ -42,7 +42,7 @@
 //! others' waiters, or a holder in its release. Its words live in a System
 //! V shared memory segment instead, whose size is fixed when it is made,
 //! and the file only names it ([`Naming`]). The segment is given the
-//! file's group and mode, and marked for removal as soon as it is made: it
+//! file's group and mode, and marked for removal as soon as it is attached: it
 //! lasts as long as some process has it attached (an open handle that has
 //! waited), and the next to need one when it has gone makes another. An id
 //! in the file is attached only if the segment is exactly of our size and
@@ -550,10 +550,8 @@ fn attach_ours(id: i32, naming: &sys::FileStat) -> Option<SharedMapping> {
 /// caller holds): laid out as a new turnstile file, given the file's group
 /// and mode, marked to go with its last user, and named in the file.
 fn make_segment(fd: &Fd, naming: &sys::FileStat) -> Result<(i32, SharedMapping), Unusable> {
+    // Already marked for removal: it lasts as long as an attachment.
     let (id, map) = SharedMapping::new_segment(FILE_LEN).map_err(|_| Unusable::Never)?;
-    // Marked first, so that no failure below leaves it behind: this
-    // attachment keeps it until the mapping is dropped.
-    let _ = sys::remove_segment(id);
     map.write_bytes(0, &initial_content());
     map.word64(NAMED_BY_DEV_AT).store(naming.dev, SeqCst);
     map.word64(NAMED_BY_INO_AT).store(naming.ino, SeqCst);
@@ -803,7 +801,10 @@ mod tests {
             assert_eq!(file.permissions().mode() & 0o777, mode, "the file has exactly the mode");
             assert!(file.len() < FILE_LEN as u64, "the file names the segment; it holds no words");
             let id = named_id(&dir);
-            assert_eq!(sys::segment_status(id).unwrap().shm_perm.mode & 0o777, (mode & 0o666) as u16);
+            let segment_mode = sys::segment_status(id).unwrap().shm_perm.mode;
+            assert_eq!(segment_mode & 0o777, (mode & 0o666) as u16);
+            // SHM_DEST: marked for removal from the start, so that a process killed later leaks nothing.
+            assert_ne!(segment_mode & 0o1000, 0, "marked to go with its last user");
             let a = one.take(me()).unwrap();
             let b = other.take(me()).unwrap();
             assert_eq!([other.place(a), one.place(b)], [Place::Head, Place::Behind(1)], "one queue");
@@ -843,7 +844,6 @@ mod tests {
 
         // A segment of someone else's, of our size, named in the file.
         let (foreign, theirs) = SharedMapping::new_segment(FILE_LEN).unwrap();
-        sys::remove_segment(foreign).unwrap();
         theirs.write_bytes(0, b"not a turnstile");
         file.set_len(0).unwrap();
         std::fs::write(
