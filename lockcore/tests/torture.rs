@@ -1,6 +1,9 @@
 //! The torture suite: one harness, every strategy, real processes, faults.
 //!
-//! For each scheme in [`Scheme::ALL`], 16 worker processes (this test binary,
+//! For each scheme in [`Scheme::ALL`] on a private lock, and then for each
+//! scheme whose locks may be shared on one every user may write
+//! (`mode=0666`, whose waiters queue in a System V segment rather than a
+//! mapped file), 16 worker processes (this test binary,
 //! re-executed) take the lock until a number of critical sections have been
 //! entered, while the parent injects faults at random: SIGKILL of a holder,
 //! of a waiter, and of a holder again after a random delay of up to 300 µs,
@@ -386,8 +389,8 @@ struct Torture<'a> {
 
 /// Where a lock's waiters stand in line, to find the next one.
 enum Line {
-    /// The turnstile beside a lock at this path.
-    Turnstile(Box<lockcore::CPath>),
+    /// The turnstile beside a lock at this path, of this mode.
+    Turnstile(Box<lockcore::CPath>, u32),
     /// The queue key of a lock on this server.
     OnServer { server: &'static testkit::Redis, queue: String },
 }
@@ -396,7 +399,7 @@ impl Line {
     /// The pid of the waiter to be served next, if anyone waits.
     fn next_pid(&self) -> Option<i32> {
         match self {
-            Line::Turnstile(path) => lockcore::internals::next_in_line(path, 0o600),
+            Line::Turnstile(path, mode) => lockcore::internals::next_in_line(path, *mode),
             Line::OnServer { server, queue } => {
                 let head = server.command(&["LINDEX", queue, "0"]);
                 lockcore::internals::redis_waiter_pid(head.as_bytes())
@@ -664,7 +667,7 @@ fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
+fn run(scheme: Scheme, shared: bool, sections: u64, rng: &mut Rng) -> Report {
     let began = Instant::now();
     let dir = std::env::temp_dir().join(format!("lockcore-torture-{}-{}", scheme.name(), std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -674,7 +677,8 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
     std::fs::write(&counter, format!("{:<20}\n", 0)).unwrap();
     let map = Mapping::create(&shm);
     map.get().target.store(sections, SeqCst);
-    let query = format!("ttl={}ms", TTL.as_millis());
+    let mode = if shared { 0o666 } else { 0o600 };
+    let query = format!("ttl={}ms&mode={mode:04o}", TTL.as_millis());
     let (spec, line) = match scheme.target_kind() {
         TargetKind::Url => {
             let server = testkit::shared_redis().expect("the caller skips a server scheme without a server");
@@ -685,7 +689,7 @@ fn run(scheme: Scheme, sections: u64, rng: &mut Rng) -> Report {
         _ => {
             let spec = format!("{}:{}/lock?{query}", scheme.name(), dir.display());
             let path = Lock::open(spec.as_bytes()).unwrap().path().unwrap().clone();
-            (spec, Line::Turnstile(Box::new(path)))
+            (spec, Line::Turnstile(Box::new(path), mode))
         }
     };
     let mut torture = Torture {
@@ -777,15 +781,22 @@ fn every_strategy_survives_the_torture() {
     let mut failures = Vec::new();
     // LOCK_TORTURE_STRATEGIES=toplock,lease runs only those.
     let only = std::env::var("LOCK_TORTURE_STRATEGIES").unwrap_or_default();
-    for &scheme in Scheme::ALL.iter().filter(|s| only.is_empty() || only.split(',').any(|o| o == s.name())) {
+    let chosen = Scheme::ALL.iter().copied().filter(|s| only.is_empty() || only.split(',').any(|o| o == s.name()));
+    // Every scheme on a private lock; then every scheme whose locks may be
+    // shared on one that every user may write (its waiters queue in a
+    // System V segment rather than a mapped file).
+    let private = chosen.clone().map(|scheme| (scheme, false));
+    let shared = chosen.filter(|s| s.supports(lockcore::Ability::Files) && *s != Scheme::Shm).map(|s| (s, true));
+    for (scheme, shared) in private.chain(shared) {
         if scheme.target_kind() == TargetKind::Url && testkit::shared_redis().is_none() {
             println!("| {} | skipped: no server |", scheme.name());
             continue;
         }
-        let r = run(scheme, sections, &mut rng);
+        let r = run(scheme, shared, sections, &mut rng);
+        let name = if shared { format!("{} mode=0666", scheme.name()) } else { scheme.name().to_string() };
         println!(
             "| {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} | {} | {} / {} | {:.2?} | {} | {:.0?} |",
-            scheme.name(),
+            name,
             r.sections,
             r.counter,
             r.faults[0],
@@ -807,7 +818,6 @@ fn every_strategy_survives_the_torture() {
             if r.overtaken_pauses == 0 { "–".to_string() } else { format!("{:.2?}", r.worst_recovery_after_pause) },
             r.took,
         );
-        let name = scheme.name();
         if r.overlaps != 0 {
             failures.push(format!("{name}: {} overlaps", r.overlaps));
         }
