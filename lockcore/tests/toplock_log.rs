@@ -478,3 +478,33 @@ fn write_private(path: &Path, content: String) {
     fs::write(path, content).unwrap();
     fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }
+
+/// A queue written on an earlier boot names only processes that are gone:
+/// the first process of this boot starts it afresh, keeping its last
+/// fence, whether it holds only its header (as short as a new one, or
+/// shorter) or a holder and waiters of that boot.
+#[test]
+fn a_queue_of_an_earlier_boot_is_started_afresh() {
+    let other = "0123456789abcdef0123456789abcdef";
+    let pending = format!(
+        "R 0e577984e742ce320fd6a2ea0101d592 vm {other} 4026531836 18461 4318523 250000000 43185237783121\n\
+         G 0e577984e742ce320fd6a2ea0101d592 never 43185237783121 41\n\
+         R e973a5dad29c5b2f086ec4926788ef95 vm {other} 4026531836 18462 4318523 250000000 43185237815398\n"
+    );
+    for (label, content) in [
+        ("header", format!("H 4 {other} {other} 0 0 0 41 -\n")),
+        ("short header", "H 4 - - 0 0 0 41 -\n".to_owned()),
+        ("holder and waiter", format!("H 4 {other} {other} 0 0 0 40 -\n{pending}")),
+    ] {
+        let dir = TestDir::new("toplock-earlier-boot");
+        let queue = dir.join("queue");
+        write_private(&queue, content);
+        let mut lock = open(&queue, "ttl=30s");
+        let acquired = lock.try_acquire().unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert!(acquired.fence > 41, "{label}: fence {} after the earlier boot's 41", acquired.fence);
+        lock.release(Duration::ZERO).unwrap();
+        let again = lock.try_acquire().unwrap_or_else(|e| panic!("{label}, again: {e}"));
+        assert!(again.fence > acquired.fence, "{label}");
+        lock.release(Duration::ZERO).unwrap();
+    }
+}

@@ -21,7 +21,9 @@
 //! starts from; then written at the start of the file, over bytes that end
 //! before the checkpoint; then the file is cut to it. A checkpoint left by
 //! a compactor that died before the cut is what the next compaction starts
-//! from, and needs no new one.
+//! from, and needs no new one. A compacted queue longer than the log it
+//! replaces (a queue of an earlier boot started afresh, whose new header
+//! can be the longer) stays as that checkpoint until a later compaction.
 //!
 //! [`line`]: super::line
 //!
@@ -365,7 +367,9 @@ impl Checkpoint {
         // file no replay reads.
         let newline = usize::from(!line.ends_with(b"\n"));
         self.plain_len += line.len() + newline;
-        if self.plain_len >= QUEUE_CAPACITY {
+        // Room kept for the commit, whatever the lines.
+        let marked_end = self.len + CHECKPOINT_MARK.len() + line.len() + newline;
+        if self.plain_len >= QUEUE_CAPACITY || marked_end > CHECKPOINT_CAPACITY - LINE_CAPACITY {
             return Err(Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong));
         }
         for piece in [CHECKPOINT_MARK, line, &b"\n"[..newline]] {
@@ -402,18 +406,15 @@ impl Checkpoint {
 /// Replaces the log `old` (read under the exclusive lock `file` holds,
 /// replayed from `origin`) with the compacted `checkpoint`, so that a
 /// compactor that dies at any point leaves a log that replays to the same
-/// queue. A compacted log no shorter than the file is not written.
+/// queue.
 fn rewrite_in_place(
     file: &LockedFile<'_>,
     path: &CPath,
     old: &[u8],
-    origin: usize,
+    mut origin: usize,
     checkpoint: &mut Checkpoint,
 ) -> Result<(), Error> {
     let failed = |e| FileError::from_errno(FileRole::Lock, path, e);
-    if checkpoint.plain_len >= old.len() {
-        return Ok(());
-    }
     if checkpoint.plain_len > origin {
         // The rewrite would reach into the checkpoint the log replays from
         // (or there is none): a new one first, after the last line, closing
@@ -429,6 +430,13 @@ fn rewrite_in_place(
             sys::write_all(file.fd, b"\n").map_err(failed)?;
         }
         sys::write_all(file.fd, &checkpoint.buf[..checkpoint.len]).map_err(failed)?;
+        origin = from;
+    }
+    if checkpoint.plain_len > origin {
+        // Longer than the log it replaces (a queue of an earlier boot,
+        // started afresh with a longer header): the checkpoint is the log
+        // now, and a later compaction will have the room to cut it.
+        return Ok(());
     }
     // The descriptor appends wherever it writes: the start of the file is
     // reached with O_APPEND off, for as long as this exclusive section.
@@ -439,6 +447,8 @@ fn rewrite_in_place(
     written.and(restored).map_err(failed)
 }
 
+/// Appends one line in one write, to a log of `size` bytes read under the
+/// same exclusive lock.
 fn append_line(file: &LockedFile<'_>, size: usize, line: &[u8]) -> Result<(), Error> {
     append_lines(file, size, &[line])
 }
