@@ -626,11 +626,22 @@ mod tests {
         }
     }
 
-    fn pair(name: &str) -> Pair {
+    /// A new, empty directory for the test `name`.
+    fn fresh_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("lockcore-turnstile-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
-        let lock = CPath::from_parts(&[dir.join("lock").as_os_str().as_encoded_bytes()]).unwrap();
+        dir
+    }
+
+    /// The lock `lock` in `dir`.
+    fn lock_in(dir: &std::path::Path) -> CPath {
+        CPath::from_parts(&[dir.join("lock").as_os_str().as_encoded_bytes()]).unwrap()
+    }
+
+    fn pair(name: &str) -> Pair {
+        let dir = fresh_dir(name);
+        let lock = lock_in(&dir);
         let sharing = Sharing::new(0o600);
         assert_eq!(Turnstile::open(&lock, sharing, false).map(drop), Err(Unusable::Missing));
         let one = Turnstile::open(&lock, sharing, true).expect("a turnstile on a local file system");
@@ -773,10 +784,6 @@ mod tests {
         assert!(until <= MonoTime::now().saturating_add(Duration::from_millis(20)));
     }
 
-    fn lock_in(dir: &std::path::Path) -> CPath {
-        CPath::from_parts(&[dir.join("lock").as_os_str().as_encoded_bytes()]).unwrap()
-    }
-
     fn named_id(dir: &std::path::Path) -> i32 {
         let bytes = std::fs::read(dir.join("lock.turnstile")).unwrap();
         i32::from_ne_bytes(bytes[SEGMENT_ID_AT..SEGMENT_ID_AT + 4].try_into().unwrap())
@@ -788,9 +795,7 @@ mod tests {
     #[test]
     fn a_lock_shared_with_other_users_queues_in_a_segment_its_file_names() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("lockcore-turnstile-shared-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = fresh_dir("shared");
         let lock = lock_in(&dir);
         for mode in [0o660, 0o666, 0o620] {
             let sharing = Sharing::new(mode);
@@ -829,9 +834,7 @@ mod tests {
     /// and a segment not of ours is left exactly as it was.
     #[test]
     fn a_shared_lock_survives_its_file_cut_short_or_pointed_elsewhere() {
-        let dir = std::env::temp_dir().join(format!("lockcore-turnstile-cut-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = fresh_dir("cut");
         let lock = lock_in(&dir);
         let sharing = Sharing::new(0o666);
         let line = Turnstile::open(&lock, sharing, true).unwrap();
@@ -865,9 +868,7 @@ mod tests {
     /// A lock kept to its owner queues in its mapped file, as before.
     #[test]
     fn a_private_lock_queues_in_its_file() {
-        let dir = std::env::temp_dir().join(format!("lockcore-turnstile-private-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = fresh_dir("private");
         let lock = lock_in(&dir);
         for mode in [0o600, 0o640, 0o644] {
             let line = Turnstile::open(&lock, Sharing::new(mode), true).unwrap();

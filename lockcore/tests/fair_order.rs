@@ -50,9 +50,14 @@ fn run_role(role: &str) {
     }
 }
 
-/// Starts waiters 1..=WAITERS one after another, each once the one before
-/// it shows in the queue behind `holder` (who holds the lock).
-fn queue_waiters(spec: &str, shm: &Shm, observer: &mut lockcore::Lock, children: &mut Children) {
+/// Takes the lock on `spec`, then starts waiters 1..=WAITERS one after
+/// another, each once the one before it shows in the queue behind the
+/// holder: the holder's handle, and the waiters.
+fn queue_behind_a_holder(spec: &str, shm: &Shm) -> (lockcore::Lock, Children) {
+    let mut holder = open_lock(spec);
+    let mut observer = open_lock(spec);
+    holder.try_acquire().unwrap();
+    let mut children = Children::new();
     for number in 1..=WAITERS {
         let vars =
             [("SPEC", spec.to_string()), ("SHM", shm.path().display().to_string()), ("NUMBER", number.to_string())];
@@ -62,6 +67,7 @@ fn queue_waiters(spec: &str, shm: &Shm, observer: &mut lockcore::Lock, children:
             observer.inspect().is_ok_and(|i| i.queue_length.unwrap_or(0) >= want) || children.any_exited()
         });
     }
+    (holder, children)
 }
 
 /// The specs a scheme's tests run on: private, and shared with every user
@@ -89,18 +95,12 @@ fn waiters_get_the_lock_in_the_order_they_queued() {
 }
 
 fn in_order(spec: &str, shm: &std::path::Path) {
-    {
-        let shm = Shm::create(shm);
-        let mut holder = open_lock(spec);
-        let mut observer = open_lock(spec);
-        holder.try_acquire().unwrap();
-        let mut children = Children::new();
-        queue_waiters(spec, &shm, &mut observer, &mut children);
-        holder.release(Duration::ZERO).unwrap();
-        children.expect_success("waiter");
-        assert_eq!(order(&shm), (1..=WAITERS as u64).collect::<Vec<_>>(), "{spec}: the order of the turns");
-        assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
-    }
+    let shm = Shm::create(shm);
+    let (mut holder, mut children) = queue_behind_a_holder(spec, &shm);
+    holder.release(Duration::ZERO).unwrap();
+    children.expect_success("waiter");
+    assert_eq!(order(&shm), (1..=WAITERS as u64).collect::<Vec<_>>(), "{spec}: the order of the turns");
+    assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
 }
 
 #[test]
@@ -113,30 +113,22 @@ fn waiters_killed_in_line_hold_up_nobody() {
 }
 
 fn killed_in_line(spec: &str, shm: &std::path::Path) {
-    {
-        let shm = Shm::create(shm);
-        let mut holder = open_lock(spec);
-        let mut observer = open_lock(spec);
-        holder.try_acquire().unwrap();
-        let mut children = Children::new();
-        queue_waiters(spec, &shm, &mut observer, &mut children);
-        // The next in line (waiter 1) and one in the middle (waiter 3).
-        let mut killed = Vec::new();
-        for number in [3, 1] {
-            let mut child = children.take(number - 1);
-            sigkill(child.id());
-            child.wait().unwrap();
-            killed.push(number as u64);
-        }
-        let released = Instant::now();
-        holder.release(Duration::ZERO).unwrap();
-        wait_until("the first survivor's turn", || shm.get(TAKEN) >= 1 || children.any_exited());
-        let first_turn = released.elapsed();
-        children.expect_success("surviving waiter");
-        assert_eq!(order(&shm), vec![2, 4, 5], "{spec}: the survivors, in their order");
-        assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
-        // The dead are passed over at the hand-off, or after one 10 ms
-        // slice at most; a second is a bound with room for a loaded machine.
-        assert!(first_turn < Duration::from_secs(1), "{spec}: the first survivor waited {first_turn:?}");
+    let shm = Shm::create(shm);
+    let (mut holder, mut children) = queue_behind_a_holder(spec, &shm);
+    // The next in line (waiter 1) and one in the middle (waiter 3).
+    for number in [3, 1] {
+        let mut child = children.take(number - 1);
+        sigkill(child.id());
+        child.wait().unwrap();
     }
+    let released = Instant::now();
+    holder.release(Duration::ZERO).unwrap();
+    wait_until("the first survivor's turn", || shm.get(TAKEN) >= 1 || children.any_exited());
+    let first_turn = released.elapsed();
+    children.expect_success("surviving waiter");
+    assert_eq!(order(&shm), vec![2, 4, 5], "{spec}: the survivors, in their order");
+    assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
+    // The dead are passed over at the hand-off, or after one 10 ms
+    // slice at most; a second is a bound with room for a loaded machine.
+    assert!(first_turn < Duration::from_secs(1), "{spec}: the first survivor waited {first_turn:?}");
 }
