@@ -979,13 +979,7 @@ impl SharedMapping {
     pub fn new_segment(len: usize) -> SysResult<(i32, SharedMapping)> {
         // SAFETY: plain call; IPC_PRIVATE always makes a new segment.
         let id = cvt(unsafe { libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) })?;
-        // SAFETY: as in `attach_segment`; the segment is our own, of `len`
-        // bytes.
-        let addr = unsafe { libc::shmat(id, core::ptr::null(), 0) };
-        let attached = match addr as isize {
-            -1 => Err(Errno::last()),
-            _ => core::ptr::NonNull::new(addr.cast::<u8>()).ok_or(Errno::EINVAL),
-        };
+        let attached = shmat(id);
         // Marked at once, attached or not: unattached, it goes now.
         let removed = remove_segment(id);
         let mapping = SharedMapping { base: attached?, len, segment: true };
@@ -997,17 +991,8 @@ impl SharedMapping {
     /// name any segment the caller may use, of any size, and one shorter
     /// than `len` would fault.
     pub fn attach_segment(id: i32, len: usize) -> SysResult<SharedMapping> {
-        // SAFETY: the kernel chooses the address (NULL), so the attachment
-        // aliases no memory of ours; it is not touched before its size is
-        // known.
-        let addr = unsafe { libc::shmat(id, core::ptr::null(), 0) };
-        if addr as isize == -1 {
-            return Err(Errno::last());
-        }
-        let Some(base) = core::ptr::NonNull::new(addr.cast::<u8>()) else {
-            return Err(Errno::EINVAL);
-        };
-        let mapping = SharedMapping { base, len, segment: true };
+        // Not touched before its size is known.
+        let mapping = SharedMapping { base: shmat(id)?, len, segment: true };
         // Asked once attached: the segment cannot go while attached, so the
         // size is the size of what `base` points at, not of a segment that
         // took the id after the one attached was removed.
@@ -1076,6 +1061,17 @@ impl Drop for SharedMapping {
             }
         };
     }
+}
+
+/// `shmat(2)` of segment `id`, read and write, where the kernel chooses.
+fn shmat(id: i32) -> SysResult<core::ptr::NonNull<u8>> {
+    // SAFETY: the kernel chooses the address (NULL), so the attachment
+    // aliases no memory of ours.
+    let addr = unsafe { libc::shmat(id, core::ptr::null(), 0) };
+    if addr as isize == -1 {
+        return Err(Errno::last());
+    }
+    core::ptr::NonNull::new(addr.cast::<u8>()).ok_or(Errno::EINVAL)
 }
 
 /// `shmctl(2)` `IPC_STAT` of segment `id`.

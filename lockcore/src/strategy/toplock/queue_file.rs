@@ -570,7 +570,7 @@ mod tests {
     }
 
     fn last_checkpoint_from(bytes: &[u8]) -> Option<usize> {
-        super::super::replay::last_checkpoint(bytes).map(|c| c.from)
+        super::super::replay::last_commit(bytes).map(|c| c.from)
     }
 
     /// Marked lines and commits that match nothing are torn lines, never a

@@ -107,13 +107,13 @@ pub struct Replay {
     /// did not.
     pub watched_end: Ended,
     /// Where the last [`run`](Self::run) began: 0, or the committed
-    /// checkpoint a compaction in place left ([`last_checkpoint`]).
+    /// checkpoint a compaction in place left ([`last_commit`]).
     pub origin: usize,
 }
 
-/// A checkpoint a compaction appended and committed.
+/// The commit of a checkpoint a compaction appended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Checkpoint {
+pub struct Commit {
     /// Where its first line starts: where the replay begins.
     pub from: usize,
     /// Where its commit line starts.
@@ -127,7 +127,7 @@ pub struct Checkpoint {
 /// torn by a writer that died and closed by the next appender names
 /// fewer digits than it was written with, so its numbers never match its
 /// place.
-pub fn last_checkpoint(bytes: &[u8]) -> Option<Checkpoint> {
+pub fn last_commit(bytes: &[u8]) -> Option<Commit> {
     // The last line without its newline is torn: whole lines end before.
     let mut end = bytes.iter().rposition(|&b| b == b'\n')? + 1;
     while end > 0 {
@@ -139,7 +139,7 @@ pub fn last_checkpoint(bytes: &[u8]) -> Option<Checkpoint> {
             let at_line_start = from == 0 || bytes.get(from - 1) == Some(&b'\n');
             if from.checked_add(len) == Some(start) && at_line_start && bytes[from..start].starts_with(CHECKPOINT_MARK)
             {
-                return Some(Checkpoint { from, commit_at: start, after: end });
+                return Some(Commit { from, commit_at: start, after: end });
             }
         }
         end = start;
@@ -176,7 +176,7 @@ impl Replay {
         self.watched_end = Ended::Pending;
         // A committed checkpoint holds the whole queue as it was when it was
         // written: what came before it is history.
-        let checkpoint = last_checkpoint(bytes);
+        let checkpoint = last_commit(bytes);
         self.origin = checkpoint.map_or(0, |c| c.from);
         let first = checkpoint.map_or(0, |c| c.from + CHECKPOINT_MARK.len());
         let mut at = self.origin;
