@@ -510,8 +510,9 @@ mod tests {
         (guard, path)
     }
 
-    /// Renames a fresh guard file over `dir/lock.guard`, as a queue
-    /// compaction does.
+    /// Renames a fresh guard file over `dir/lock.guard`, as an operator, or
+    /// a cleaner of /tmp that removes it and a process that makes it anew,
+    /// can.
     fn replace(dir: &std::path::Path) {
         let fresh = dir.join("lock.guard.new");
         std::fs::write(&fresh, GuardState::default().encode().as_bytes()).unwrap();
