@@ -747,4 +747,28 @@ mod tests {
         after.run(&compacted, 10 * SECOND + 100).unwrap();
         assert_eq!(after.requests[after.head().unwrap()].nonce, Nonce(6), "passed over on time");
     }
+
+    /// A log with a committed checkpoint replays from it: what came before
+    /// is history, the checkpoint's marked lines are the queue, and the
+    /// lines after its commit follow.
+    #[test]
+    fn a_log_replays_from_its_last_commit() {
+        let (one, two) = ("0".repeat(31) + "1", "0".repeat(31) + "2");
+        let old = std::format!(
+            "H 4 - - 0 0 0 5 -\nR {one} vm - 4026531836 100 5 - 10\nG {one} never 11 6\nD {one} 12 0\n\
+             R {two} vm - 4026531836 101 5 - 13\n"
+        );
+        let marked = std::format!("K H 4 - - 0 12 13 6 13\nK R {two} vm - 4026531836 101 5 - 13\n");
+        let log = std::format!("{old}{marked}E {} {}\nG {two} never 14 7\n", old.len(), marked.len());
+        let mut replay = Replay::new();
+        replay.run(log.as_bytes(), 100).unwrap();
+        assert_eq!(replay.origin, old.len());
+        assert_eq!(replay.count, 1, "request one is history");
+        assert_eq!(replay.holder(100).map(|i| replay.requests[i].nonce), Some(Nonce(2)));
+        assert_eq!(replay.requests[0].fence, 7);
+        // The same checkpoint with a commit one digit short: torn, ignored.
+        let torn = std::format!("{old}{marked}E {} {}\n", old.len(), marked.len() / 10);
+        replay.run(torn.as_bytes(), 100).unwrap();
+        assert_eq!((replay.origin, replay.count), (0, 2));
+    }
 }
