@@ -215,14 +215,6 @@ fn swap(scheme: Scheme, lock: &Path, dir: &Path, dead: i32, shm: &Shm) {
     }
 }
 
-/// A pid that no process has: one that just exited and was reaped.
-fn dead_pid() -> i32 {
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let pid = child.id() as i32;
-    child.wait().unwrap();
-    pid
-}
-
 #[test]
 fn a_fresh_peer_lock_put_in_place_of_a_judged_stale_one_is_never_removed() {
     each_file_scheme("foreign-swap", |scheme, dir| {

@@ -137,20 +137,12 @@ fn a_killed_perl_holder_is_broken_at_once_and_perl_breaks_ours() {
     // first line, the pid, and finds it dead.
     lock.release(Duration::ZERO).unwrap();
     let lock_path = dir.join("board.txt.lock");
-    let dead_pid = dead_pid();
-    common::leave_lock(&spec(&data), common::owner_as(dead_pid as i32, 1));
+    let dead_pid = common::dead_pid();
+    common::leave_lock(&spec(&data), common::owner_as(dead_pid, 1));
     let first_line = std::fs::read_to_string(&lock_path).unwrap().lines().next().unwrap().to_owned();
     assert_eq!(first_line, dead_pid.to_string());
     assert!(perl_trylock(&data), "perl did not break our dead holder's lock");
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// A pid that no process has: one that just exited and was reaped.
-fn dead_pid() -> u32 {
-    let mut child = Command::new("true").spawn().unwrap();
-    let pid = child.id();
-    child.wait().unwrap();
-    pid
 }
 
 /// Perl and Rust processes increment one counter under one lock file; an

@@ -47,6 +47,11 @@
 //!   the lock in exactly that order, one at a time, every scheme whose
 //!   locks others may share. The queue is a System V segment that the
 //!   first waiter made and the others attached, named by a `0666` file.
+//! * `a_dead_holder_of_another_user_in_a_sticky_directory`: there only a
+//!   file's owner may remove it, so root's dead holder of a `mode=0666`
+//!   lock is taken over by `lockcore-web` on `lease`, `flock` and
+//!   `toplock`, and refused with a permission error naming root on
+//!   `lockfile`, `mkdir` and `symlink`, as docs/SPECS.md says.
 
 mod common;
 
@@ -323,6 +328,36 @@ fn users_of_a_lock_for_everyone_take_turns_in_the_order_they_came() {
         let turns: Vec<u64> = (0..shm.get(COUNT) as usize).map(|k| shm.get(TURNS + k)).collect();
         assert_eq!(turns, (1..=waiters.len() as u64).collect::<Vec<_>>(), "{spec}: the order of the turns");
         assert_eq!(shm.get(OVERLAPS), 0, "{spec}");
+    });
+}
+
+/// In a sticky directory (like `/tmp`) only a file's owner, or root, may
+/// remove or rename it. A `mode=0666` lock that root left to a process that
+/// has died is taken over by another user where nothing must be removed
+/// (`lease`, `flock`, `toplock` rewrite their files in place), and refused
+/// with a permission error naming root where the holder's name must go
+/// (`lockfile`, `mkdir`, `symlink`): what the docs tell users to expect.
+#[test]
+fn a_dead_holder_of_another_user_in_a_sticky_directory() {
+    let Some(users) = TestUsers::get() else { return };
+    let cases: Vec<(String, Scheme)> = file_schemes().iter().map(|&s| (s.name().to_owned(), s)).collect();
+    each_case("sticky directory", &cases, |&scheme| {
+        let dir = SharedDir::like_tmp(&format!("sticky-{}", scheme.name()));
+        let spec = scheme.spec(dir.path(), "mode=0666&ttl=1h");
+        if open_shared(scheme, &spec).is_none() {
+            return;
+        }
+        common::leave_lock(&spec, common::owner_as(common::dead_pid(), 1));
+        let shm = shm_for_everyone(dir.path());
+        let vars = [("SPEC", spec.clone()), ("SHM", shm.path().display().to_string())];
+        users.spawn_as(TestUser::Web, 0o022, "probe", &vars).finish().unwrap_or_else(|e| panic!("{e}"));
+        let outcome = text_at(&shm, OUTCOME);
+        match scheme {
+            Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink => {
+                assert!(outcome.contains("Err(PermissionDenied)") && outcome.contains("owner=0 "), "{spec}: {outcome}")
+            }
+            _ => assert!(outcome.starts_with("try_acquire: Ok("), "{spec}: {outcome}"),
+        }
     });
 }
 

@@ -100,14 +100,6 @@ fn is_helper_of(name: &str, base: &str) -> bool {
         .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
-/// A pid that no process has: one that just exited and was reaped.
-fn dead_pid() -> i32 {
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let pid = child.id() as i32;
-    child.wait().unwrap();
-    pid
-}
-
 #[test]
 fn holder_killed_at_random_moments_never_wedges_the_lock() {
     const KILLS: usize = 25;

@@ -234,6 +234,14 @@ pub fn leave_lock(spec: &str, owner: Owner) -> Record {
     record
 }
 
+/// A pid that no process has: one that just exited and was reaped.
+pub fn dead_pid() -> i32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id() as i32;
+    child.wait().unwrap();
+    pid
+}
+
 /// This process, as an owner that is someone else: the same host and
 /// boot, `pid`, started at `start_ticks`.
 pub fn owner_as(pid: i32, start_ticks: u64) -> Owner {
