@@ -471,6 +471,59 @@ fn a_release_after_an_overrun_keeps_its_cooldown() {
     );
 }
 
+/// A holder that overran its grant while someone waited, taken over by the
+/// next in line whose grant's own line brings the log to compaction, between
+/// the grant and its read-back: the new holder is still told whose lock it
+/// took over, and that one is told it lost it.
+#[test]
+fn a_takeover_is_told_across_a_compaction() {
+    let dir = TestDir::new("toplock-compact-takeover");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=300ms");
+    let held = holder.try_acquire().unwrap();
+    let waiting_queue = queue.clone();
+    let waiter = thread::spawn(move || open(&waiting_queue, "ttl=60s&fair=0").acquire(Some(Duration::from_secs(60))));
+    wait_for_requests(&queue, 2);
+    pad_to(&queue, COMPACT_AT - 40);
+    let acquired = waiter.join().unwrap().expect("the waiter takes the overrun lock");
+    assert!(len(&queue) < COMPACT_AT, "the log was compacted: {} bytes", len(&queue));
+    let gone = acquired.took_over_from.expect("the acquisition names the holder it took over from");
+    assert_eq!((gone.pid, gone.record.map(|r| r.fence)), (std::process::id() as i32, Some(held.fence)));
+    assert!(gone.stale && !acquired.previous_holder_died(), "overran, not dead: {gone:?}");
+    assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Lost));
+}
+
+/// A holder that overran its grant while someone waited, who then gave up:
+/// nobody took the lock. Writes of others that take the log past the
+/// compaction threshold meanwhile must not turn the holder's late release
+/// into `Lost`, nor drop its cooldown.
+#[test]
+fn an_overrun_nobody_took_is_still_told_expired_after_the_log_grew() {
+    let dir = TestDir::new("toplock-compact-overrun");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=300ms");
+    holder.try_acquire().unwrap();
+    let expires = holder.held().unwrap().expires.unwrap();
+    wait_until("the grant to run out", || expires.has_come(holder.now()));
+    // A waiter on another host comes after the expiry (the holder's turn
+    // ends then), and gives up.
+    let foreign = made_up_nonce();
+    append(&queue, foreign_request(&foreign, 4242, Duration::from_secs(3600)).as_bytes());
+    append(&queue, format!("D {foreign} {} 0\n", now_ns()).as_bytes());
+    pad_to(&queue, COMPACT_AT + 100);
+    // Reads and a write of this library: each would compact a log this long.
+    let mut other = open(&queue, "ttl=60s&fair=0");
+    other.inspect().unwrap();
+    append(&queue, foreign_request(&made_up_nonce(), 4243, Duration::from_secs(3600)).as_bytes());
+    assert_eq!(kind(other.try_acquire()), Err(ErrorKind::Busy));
+    assert_eq!(holder.release(Duration::from_secs(60)), Ok(ReleaseOutcome::Expired), "nobody took it");
+    let info = open(&queue, "ttl=1h").inspect().unwrap();
+    assert!(
+        info.cooldown_until.is_some_and(|until| until.unix_nanos() > wall_ns() + 30_000_000_000),
+        "the cooldown was dropped: {info:?}"
+    );
+}
+
 /// Writes a queue as private as the library makes one, so that it is judged
 /// by its content and not refused as open to others.
 fn write_private(path: &Path, content: String) {

@@ -182,6 +182,11 @@ impl Strategy for Toplock {
             let wall = WallTime::now();
             let fence =
                 crate::fence::next(last_fence, wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+            // Named before the grant is written: the log may be compacted
+            // once it is, and the compacted log no longer holds the holder
+            // that left. Everyone before us is done, so nothing can come
+            // between it and our grant.
+            let gone = log.replay.taken_over_before(me).map(|i| (log.replay.requests[i].nonce, taken_over(cx, log, i)));
             self.queue.append(cx, |t| Line::Grant { nonce: mine, until: grant_until(ttl, t), t, fence })?;
             self.queue.load(cx)?;
             let log = &self.queue.log;
@@ -195,7 +200,14 @@ impl Strategy for Toplock {
                 return Err(Error::Busy(Contention::Raced));
             };
             let request = log.replay.requests[me];
-            let took_over_from = log.replay.taken_over_before(me).map(|gone| taken_over(cx, log, gone));
+            let took_over_from = match gone {
+                // Still in the table: judged again, as its late release may
+                // have come in between after all.
+                Some((nonce, _)) if log.replay.find(nonce).is_some() => {
+                    log.replay.taken_over_before(me).map(|gone| taken_over(cx, log, gone))
+                }
+                gone => gone.map(|(_, holder)| holder),
+            };
             self.pending = None;
             let record = Record {
                 owner: *cx.me,

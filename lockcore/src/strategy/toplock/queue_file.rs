@@ -11,7 +11,9 @@
 //! those already queued can always write their grants, releases and
 //! skips. When the file grows past [`COMPACT_AT`], whoever reads it next
 //! rewrites it: the header carries the replay state, then each pending
-//! request, so no waiter loses its place or its fence.
+//! request, so no waiter loses its place or its fence (and not while a
+//! holder that left without releasing is still to be taken over from:
+//! see [`Log::due_for_compaction`]).
 //!
 //! The rewrite is made in place, because any user of a shared lock must be
 //! able to make it: in a sticky directory such as `/tmp` only a file's owner
@@ -131,6 +133,20 @@ impl Log {
         Ok(false)
     }
 
+    /// Whether the log is due for compaction: past [`COMPACT_AT`], and
+    /// compacted to half its length or less. Not while the last holder has
+    /// left without releasing (found dead, or past its grant with others
+    /// waiting) and nobody has been granted the lock since: a compacted log
+    /// keeps only pending requests, and that holder is what the next grant
+    /// names as the one it took over from, and what tells the holder's own
+    /// late release that nobody took the lock (`Expired`, not `Lost`).
+    /// The next grant ends that; only a full log is compacted before it.
+    fn due_for_compaction(&self) -> bool {
+        self.len >= COMPACT_AT
+            && self.replay.taken_over_last().is_none()
+            && 2 * self.replay.compacted_len(self.bytes()) <= self.len
+    }
+
     /// Whether a request line of `line_len` bytes may join the queue: the
     /// table has a slot for it, and the compacted queue with it still leaves
     /// [`RESERVE`] free.
@@ -170,7 +186,7 @@ impl QueueFile {
             let file = self.file.lock_file(OfdLock::Shared, cx.deadline, header.as_bytes(), cx.me.boot)?;
             let this_boot = self.log.read(&file, cx)?;
             drop(file);
-            if this_boot && self.log.len < COMPACT_AT {
+            if this_boot && !self.log.due_for_compaction() {
                 return Ok(());
             }
             self.compact(cx, !this_boot)?;
@@ -282,7 +298,7 @@ impl QueueFile {
     /// [`COMPACT_AT`], if that would halve it. The write stands whatever
     /// this does; a compaction that cannot be made now is left to the next.
     fn tidy(&mut self, cx: &Context<'_>) {
-        if self.log.len >= COMPACT_AT {
+        if self.log.due_for_compaction() {
             let _ = self.compact(cx, false);
         }
     }
@@ -297,7 +313,7 @@ impl QueueFile {
         let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
         let this_boot = self.log.read(&file, cx)?;
         let bytes = self.log.bytes();
-        if !force && this_boot && (bytes.len() < COMPACT_AT || 2 * self.log.replay.compacted_len(bytes) > bytes.len()) {
+        if !force && this_boot && !self.log.due_for_compaction() {
             return Ok(());
         }
         let mut out = Checkpoint { buf: [0; CHECKPOINT_CAPACITY], len: 0, plain_len: 0 };
