@@ -54,7 +54,8 @@ pub struct Acquired {
     /// or had its file deleted under it). Whatever it protected may be
     /// half-done: check it, as after a robust mutex's `EOWNERDEAD`. `None`
     /// when the lock was free, or when nothing is left to tell (a `redis`
-    /// key that expired on the server, a `toplock` queue compacted since).
+    /// server that lost its data, a `toplock` queue so full that it was
+    /// compacted before the next grant).
     pub took_over_from: Option<Holder>,
 }
 

@@ -140,6 +140,23 @@ fn keys_another_program_wrote_are_refused_and_left_alone() {
         assert_eq!(redis.command(&["GET", "lockcore:{theirs}:fence"]), forged);
         assert_eq!(redis.command(&["EXISTS", "lockcore:{theirs}:lock"]), "0", "nothing taken over {forged}");
     }
+    // Where a holder's record is kept for the next taker, a string that no
+    // lock of ours left there.
+    redis.command(&["DEL", "lockcore:{theirs}:fence"]);
+    for key in ["lockcore:{theirs}:last", "lockcore:{theirs}:broken"] {
+        redis.command(&["SET", key, "12\ntheir session data"]);
+        assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys, "{key}");
+        assert_eq!(redis.command(&["GET", key]), "12\ntheir session data");
+        assert_eq!(redis.command(&["EXISTS", "lockcore:{theirs}:lock"]), "0", "nothing taken with {key}");
+        redis.command(&["DEL", key]);
+    }
+    lock.try_acquire().unwrap();
+    redis.command(&["SET", "lockcore:{theirs}:last", "their session data"]);
+    assert_eq!(server_problem(lock.release(Duration::ZERO)), ServerProblem::ForeignKeys);
+    assert_eq!(server_problem(lock.prolong(None)), ServerProblem::ForeignKeys);
+    assert_eq!(redis.command(&["GET", "lockcore:{theirs}:last"]), "their session data");
+    redis.command(&["DEL", "lockcore:{theirs}:last"]);
+    lock.release(Duration::ZERO).unwrap();
 }
 
 #[test]
@@ -328,6 +345,35 @@ fn the_next_taker_after_a_dead_holder_was_broken_is_told_so() {
     assert_eq!(lock.try_acquire().unwrap().took_over_from, None, "a fence has been drawn since");
     assert_eq!(redis.command(&["EXISTS", broken_key]), "0");
     lock.release(Duration::ZERO).unwrap();
+}
+
+/// A holder that overran its ttl, whose key expired on the server: the next
+/// taker is told whose lock it took over (a holder still alive, so not
+/// dead), and the overrun holder that it lost it. A lock given back names
+/// nobody.
+#[test]
+fn the_next_taker_after_a_holder_overran_is_told_so() {
+    let Some(redis) = server(&[]) else { return };
+    let spec = redis.spec("overrun", "ttl=300ms");
+    let last_key = "lockcore:{overrun}:last";
+    let mut holder = open_lock(&spec);
+    let overrun = holder.try_acquire().unwrap();
+    let mut next = open_lock(&spec);
+    wait_until("the key to expire", || redis.command(&["EXISTS", "lockcore:{overrun}:lock"]) == "0");
+    let acquired = next.try_acquire().unwrap();
+    let previous = acquired.took_over_from.expect("the next taker is told");
+    assert_eq!((previous.pid, previous.record.map(|r| r.fence)), (std::process::id() as i32, Some(overrun.fence)));
+    assert!(previous.stale && !acquired.previous_holder_died(), "overran, not dead: {previous:?}");
+    assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Lost));
+    assert_eq!(next.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    assert_eq!(redis.command(&["EXISTS", last_key]), "0", "gone with the release");
+    assert_eq!(holder.try_acquire().unwrap().took_over_from, None, "given back: nobody taken over");
+    holder.release(Duration::ZERO).unwrap();
+    // Without a ttl nothing can expire, and nothing is kept for it.
+    let mut forever = open_lock(&redis.spec("overrun", ""));
+    forever.try_acquire().unwrap();
+    assert_eq!(redis.command(&["EXISTS", last_key]), "0");
+    forever.release(Duration::ZERO).unwrap();
 }
 
 #[test]

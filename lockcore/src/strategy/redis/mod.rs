@@ -15,6 +15,7 @@
 //! | `lockcore:{NAME}:queue` | the waiters' ids, first come first |
 //! | `lockcore:{NAME}:alive` | each waiter's lease: a waiter that stops renewing it leaves the line |
 //! | `lockcore:{NAME}:broken` | the record of a holder broken as dead and the fence then, for the next acquisition to report (for 4 waiter leases) |
+//! | `lockcore:{NAME}:last` | the record of the last acquisition with a `ttl` and its fence, until it is given back: a holder whose key expired, for the next acquisition to report |
 //! | `lockcore:{NAME}:wake:<id>` | where a waiter's blocking pop finds its wake-up |
 //!
 //! Every operation is one Lua script, run by `EVALSHA` (by `EVAL` the first
@@ -155,6 +156,9 @@ struct Keys {
     alive: KeyName,
     /// The record of the last holder broken as dead, for the next taker.
     broken: KeyName,
+    /// The record of the last acquisition with a ttl, until it is given
+    /// back: for the next taker, once its key has expired.
+    last_taken: KeyName,
     /// A waiter's wake list is this and its id.
     wake_prefix: KeyName,
 }
@@ -185,6 +189,7 @@ impl Keys {
             queue: key(b"queue")?,
             alive: key(b"alive")?,
             broken: key(b"broken")?,
+            last_taken: key(b"last")?,
             wake_prefix: key(b"wake:")?,
         })
     }
@@ -431,7 +436,12 @@ impl Queue for Redis {
 impl Cooldown for Redis {
     fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let (identity, fence) = identity_of(held);
-        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes(), self.keys.queue.as_bytes()];
+        let keys = [
+            self.keys.lock.as_bytes(),
+            self.keys.fence.as_bytes(),
+            self.keys.queue.as_bytes(),
+            self.keys.last_taken.as_bytes(),
+        ];
         let (cooldown, lease) = (millis(cooldown), millis(WAITER_LEASE));
         let args = [
             identity.as_bytes(),
@@ -461,7 +471,7 @@ impl Prolong for Redis {
         let renewed_record = Record { expires: ttl.map(|ttl| now.saturating_add(local_lease(ttl))), ..*held };
         let renewed = renewed_record.encode_line();
         let ttl_ms = millis(ttl.unwrap_or(Duration::ZERO));
-        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes()];
+        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes(), self.keys.last_taken.as_bytes()];
         let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline)?);
         let args =
             [identity.as_bytes(), fence.as_bytes(), renewed.as_bytes(), ttl_ms.as_bytes(), given_up_at.as_bytes()];
@@ -524,6 +534,7 @@ impl Redis {
             self.keys.alive.as_bytes(),
             wake.as_bytes(),
             self.keys.broken.as_bytes(),
+            self.keys.last_taken.as_bytes(),
         ];
         let (ttl_ms, lease) = (millis(ttl.unwrap_or(Duration::ZERO)), millis(WAITER_LEASE));
         let stale_line = stale.map(Record::encode_line);
@@ -553,15 +564,18 @@ impl Redis {
                 let fence =
                     items.next().and_then(|r| r.integer()).and_then(|n| u64::try_from(n).ok()).ok_or_else(protocol)?;
                 // Only a script of ours writes it; anything else names nobody.
-                let broken = match Record::parse_line(text_of(items.next())?) {
-                    Some(Ok(dead)) => Some(dead),
+                let gone = match Record::parse_line(text_of(items.next())?) {
+                    Some(Ok(gone)) => Some(gone),
                     _ => None,
                 };
-                // Judged dead by the client that broke it, on its host.
-                let took_over_from = broken.map(|dead| Holder {
-                    stale: true,
-                    liveness: Liveness::Dead,
-                    ..judge_record(cx, &dead, sent)
+                let took_over_from = gone.map(|gone| {
+                    let holder = Holder { stale: true, ..judge_record(cx, &gone, sent) };
+                    match items.next() {
+                        // Judged dead by the client that broke it, on its host.
+                        Some(Reply::Bulk(Some(b"dead"))) => Holder { liveness: Liveness::Dead, ..holder },
+                        // Its key expired: judged here, as far as this host can.
+                        _ => holder,
+                    }
                 });
                 let record = Record { fence, ..draft };
                 self.confirm_replicated(cx, &record)?;
@@ -615,7 +629,13 @@ impl Redis {
     /// stopped server only after its deadline is refused there anyway.
     fn withdraw(&mut self, owner_nonce: &[u8], id: &WaiterId) {
         let wake = self.keys.wake_of(id);
-        let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.alive.as_bytes(), wake.as_bytes()];
+        let keys = [
+            self.keys.lock.as_bytes(),
+            self.keys.queue.as_bytes(),
+            self.keys.alive.as_bytes(),
+            wake.as_bytes(),
+            self.keys.last_taken.as_bytes(),
+        ];
         let lease = millis(WAITER_LEASE);
         let args = [owner_nonce, id.as_bytes(), self.keys.wake_prefix.as_bytes(), lease.as_bytes()];
         let deadline = MonoTime::now().saturating_add(WITHDRAW_PATIENCE);

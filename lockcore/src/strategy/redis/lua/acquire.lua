@@ -1,24 +1,38 @@
 -- One attempt at the lock.
 -- KEYS: lock, fence, queue, alive (waiter -> lease end, ms), own wake list,
--- the record of the last holder broken as dead.
+-- the record of the last holder broken as dead, the record of the last
+-- acquisition of a lock with a ttl.
 -- ARGV: record before its fence, record after it, ttl ms (0: none), this
 -- waiter's id, how to wait (fair | barge | try-fair | try), a waiter's
 -- lease in ms, a stale record to break (or ''), the wake lists' prefix,
 -- and the time (server ms, 0: none) after which the caller no longer waits
 -- for this answer.
--- Returns {'taken', fence, the dead holder's record it took over from or ''} or {'busy', holder record or '', pttl, waiters ahead}
+-- Returns {'taken', fence, the record of the holder it took over from or '',
+-- 'dead' or 'expired' or ''} or {'busy', holder record or '', pttl, waiters ahead}
 -- or {'late'} for a request that came after its caller gave up (held up in
 -- a stopped server), or {'foreign'} / {'fence'} for keys that hold what no
 -- acquisition wrote.
-local lock, fence_key, queue, alive, own_wake, broken = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lock, fence_key, queue, alive, own_wake, broken, last_taken = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local before, after, ttl, me, how = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local lease, stale, wake_prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local now_ms, now_us = server_time()
 if too_late(tonumber(ARGV[9]), now_ms) then
   return {'late'}
 end
-if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset', [broken] = 'string'}) then
+local kinds = {
+  [lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset', [broken] = 'string',
+  [last_taken] = 'string',
+}
+if not types_fit(kinds) then
   return {'foreign'}
+end
+-- The records kept for the next taker: of a holder broken as dead, and of
+-- the last acquisition with a ttl, until it is given back.
+local left = {dead = redis.call('GET', broken), expired = redis.call('GET', last_taken)}
+for _, text in pairs(left) do
+  if left_record(text) == false then
+    return {'foreign'}
+  end
 end
 
 -- Waiters whose lease ran out (dead, or gone without a word) leave the
@@ -42,33 +56,44 @@ end
 -- fair line, often another waiter), with the fence it held.
 if current and stale ~= '' and current == stale then
   redis.call('DEL', lock)
-  redis.call('SET', broken, (redis.call('GET', fence_key) or '0') .. '\n' .. current, 'PX', 4 * lease)
+  left.dead = (redis.call('GET', fence_key) or '0') .. '\n' .. current
+  redis.call('SET', broken, left.dead, 'PX', 4 * lease)
   current = false
 end
 
 local fair = how == 'fair' or how == 'try-fair'
 if not current and (not fair or not head or head == me) then
-  local last = last_fence(fence_key)
-  if not last then
+  local last_fence_now = last_fence(fence_key)
+  if not last_fence_now then
     return {'fence'}
   end
-  -- Told only if nothing took the lock since the break: a taker that runs
-  -- no script of ours would have moved the fence on without reading it.
-  local took_over = ''
-  local left = redis.call('GET', broken)
-  if left then
-    redis.call('DEL', broken)
-    local at, record = string.match(left, '^(%d+)\n(.*)$')
-    if at and at == (redis.call('GET', fence_key) or '0') then
-      took_over = record
+  -- The holder taken over from: one broken as dead, or else the last
+  -- acquisition, if it was never given back and its key expired. Told
+  -- only if nothing took the lock since: a taker that runs no script of
+  -- ours would have moved the fence on without reading either.
+  local took_over, how_ended = '', ''
+  for _, how_it_ended in ipairs({'dead', 'expired'}) do
+    local at, record = left_record(left[how_it_ended])
+    if took_over == '' and at and tonumber(at) == last_fence_now then
+      took_over, how_ended = record, how_it_ended
     end
   end
-  local fence = next_fence(last, now_us)
+  if left.dead then
+    redis.call('DEL', broken)
+  end
+  if left.expired and ttl == 0 then
+    redis.call('DEL', last_taken)
+  end
+  local fence = next_fence(last_fence_now, now_us)
+  local record = before .. fence .. after
   redis.call('SET', fence_key, fence)
   if ttl > 0 then
-    redis.call('SET', lock, before .. fence .. after, 'PX', ttl)
+    redis.call('SET', lock, record, 'PX', ttl)
+    -- Kept past the key's expiry, for the next taker to tell; gone with
+    -- the release. (Without a ttl nothing expires: nothing is kept.)
+    redis.call('SET', last_taken, fence .. '\n' .. record)
   else
-    redis.call('SET', lock, before .. fence .. after)
+    redis.call('SET', lock, record)
   end
   -- A waiter that had a place gives it up; one that had none has no
   -- wake list either (or one that runs out with its lease).
@@ -76,7 +101,7 @@ if not current and (not fair or not head or head == me) then
     redis.call('LREM', queue, 1, me)
     redis.call('DEL', own_wake)
   end
-  return {'taken', fence, took_over}
+  return {'taken', fence, took_over, how_ended}
 end
 
 if how == 'fair' or how == 'barge' then

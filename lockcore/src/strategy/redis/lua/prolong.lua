@@ -1,5 +1,5 @@
 -- Moves the expiry of a held lock.
--- KEYS: lock, fence. ARGV: the start of the holder's record up to its
+-- KEYS: lock, fence, the record of the last acquisition. ARGV: the start of the holder's record up to its
 -- fence, its fence, the record with its new expiry, the new ttl in ms
 -- (0: none), and the time (server ms, 0: none) after which the caller no
 -- longer waits for this answer.
@@ -7,12 +7,16 @@
 -- expired and nobody took the lock: it is held again), 'lost', 'late' (it
 -- came after its caller gave up: a lock that ran out meanwhile is not
 -- brought back) or 'foreign'.
-local lock, fence_key = KEYS[1], KEYS[2]
+local lock, fence_key, last_taken = KEYS[1], KEYS[2], KEYS[3]
 local identity, fence, renewed, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 if too_late(tonumber(ARGV[5]), server_time()) then
   return 'late'
 end
-if not types_fit({[lock] = 'string', [fence_key] = 'string'}) then
+if not types_fit({[lock] = 'string', [fence_key] = 'string', [last_taken] = 'string'}) then
+  return 'foreign'
+end
+local last_fits, last_kept = last_taken_fits(last_taken)
+if not last_fits then
   return 'foreign'
 end
 local fate, current = fate_of(lock, fence_key, identity, fence)
@@ -21,8 +25,12 @@ if fate == 'lost' then
 end
 if ttl > 0 then
   redis.call('SET', lock, renewed, 'PX', ttl)
+  redis.call('SET', last_taken, fence .. '\n' .. renewed)
 else
   redis.call('SET', lock, renewed)
+  if last_kept then
+    redis.call('DEL', last_taken)
+  end
 end
 if fate == 'ours' then
   return {'prolonged', current}
