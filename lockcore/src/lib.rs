@@ -135,7 +135,7 @@ pub mod internals {
     pub use crate::strategy::redis::waiter_pid as redis_waiter_pid;
     pub use crate::strategy::shm::SECTION_AT as SHM_SECTION_AT;
     pub use crate::strategy::toplock::line::{Grant, Header, Line, LINE_CAPACITY};
-    pub use crate::strategy::toplock::queue_file::COMPACT_AT;
+    pub use crate::strategy::toplock::queue_file::{COMPACT_AT, QUEUE_CAPACITY};
     pub use crate::strategy::toplock::replay::Replay;
     /// What the encoders here return.
     pub use crate::text::FixedText;

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use common::files::{ofd_lock, ofd_unlock};
 use common::*;
-use lockcore::internals::COMPACT_AT;
+use lockcore::internals::{COMPACT_AT, QUEUE_CAPACITY};
 use lockcore::{BootTime, CorruptKind, ErrorKind, Lock, ProlongOutcome, ReleaseOutcome};
 
 const HOUR_NS: i64 = 3_600_000_000_000;
@@ -522,6 +522,28 @@ fn an_overrun_nobody_took_is_still_told_expired_after_the_log_grew() {
         info.cooldown_until.is_some_and(|until| until.unix_nanos() > wall_ns() + 30_000_000_000),
         "the cooldown was dropped: {info:?}"
     );
+}
+
+/// The same state (a holder that overran its grant, a waiter that came and
+/// gave up), in a log the traffic of others has filled: the holder never
+/// comes back, and the next acquirer must still get the lock, the log
+/// compacted to make room, not be told the queue is full for ever.
+#[test]
+fn a_full_log_is_compacted_while_an_overrun_waits_to_be_taken_over() {
+    let dir = TestDir::new("toplock-full-overrun");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=300ms");
+    let overrun = holder.try_acquire().unwrap();
+    let expires = holder.held().unwrap().expires.unwrap();
+    wait_until("the grant to run out", || expires.has_come(holder.now()));
+    let foreign = made_up_nonce();
+    append(&queue, foreign_request(&foreign, 4242, Duration::from_secs(3600)).as_bytes());
+    append(&queue, format!("D {foreign} {} 0\n", now_ns()).as_bytes());
+    pad_to(&queue, QUEUE_CAPACITY - 60);
+    let mut next = open(&queue, "ttl=60s");
+    let taken = next.try_acquire().expect("the next acquirer gets the lock");
+    assert!(taken.fence > overrun.fence);
+    assert!(len(&queue) < COMPACT_AT, "the log was compacted: {} bytes", len(&queue));
 }
 
 /// Writes a queue as private as the library makes one, so that it is judged

@@ -176,18 +176,26 @@ impl Strategy for Toplock {
                     log.wall.saturating_add(Duration::from_nanos((log.replay.header.not_before - log.now) as u64));
                 return Err(Error::Busy(Contention::CoolingDown { until }));
             }
-            // The grant and its fence are stamped under the exclusive lock
-            // of the append, so they count from the moment they are written.
-            let last_fence = log.replay.header.last_fence;
-            let wall = WallTime::now();
-            let fence =
-                crate::fence::next(last_fence, wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
-            // Named before the grant is written: the log may be compacted
-            // once it is, and the compacted log no longer holds the holder
-            // that left. Everyone before us is done, so nothing can come
-            // between it and our grant.
-            let gone = log.replay.taken_over_before(me).map(|i| (log.replay.requests[i].nonce, taken_over(cx, log, i)));
-            self.queue.append(cx, |t| Line::Grant { nonce: mine, until: grant_until(ttl, t), t, fence })?;
+            // Judged again and written in one exclusive section, so that
+            // nothing (a late release of the holder before us, a compaction
+            // that drops it) comes between the holder it names as taken over
+            // from and the grant. The grant and its fence are stamped there
+            // too, so they count from the moment they are written.
+            let decided = self.queue.append_decided(cx, |log| {
+                let Some(me) = log.replay.find(mine).filter(|&me| log.replay.head() == Some(me)) else {
+                    return Ok((None, None));
+                };
+                if log.now < log.replay.header.not_before {
+                    return Ok((None, None));
+                }
+                let fence = crate::fence::next(log.replay.header.last_fence, WallTime::now())
+                    .ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+                let gone = log.replay.taken_over_before(me).map(|i| taken_over(cx, log, i));
+                let t = log.now;
+                Ok((Some(gone), Some(Line::Grant { nonce: mine, until: grant_until(ttl, t), t, fence })))
+            })?;
+            // Changed since it was read: judged again from the top.
+            let Some(took_over_from) = decided else { continue };
             self.queue.load(cx)?;
             let log = &self.queue.log;
             // Looked up again: a compaction in between renumbers the table,
@@ -200,14 +208,6 @@ impl Strategy for Toplock {
                 return Err(Error::Busy(Contention::Raced));
             };
             let request = log.replay.requests[me];
-            let took_over_from = match gone {
-                // Still in the table: judged again, as its late release may
-                // have come in between after all.
-                Some((nonce, _)) if log.replay.find(nonce).is_some() => {
-                    log.replay.taken_over_before(me).map(|gone| taken_over(cx, log, gone))
-                }
-                gone => gone.map(|(_, holder)| holder),
-            };
             self.pending = None;
             let record = Record {
                 owner: *cx.me,

@@ -258,7 +258,8 @@ impl QueueFile {
                 }
             }
             drop(file);
-            self.compact(cx, !this_boot)?;
+            // Full, or of another boot: compacted whatever its state.
+            self.compact(cx, true)?;
         }
         Err(Error::Busy(Contention::QueueFull))
     }
