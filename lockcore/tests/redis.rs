@@ -22,7 +22,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{leave_lock, open_lock, owner_as, wait_until, PATIENCE};
-use lockcore::{Contention, Error, ErrorKind, HostName, Liveness, ReleaseOutcome, ServerProblem, SpecErrorKind};
+use lockcore::{
+    Contention, Error, ErrorKind, HostName, Liveness, ProlongOutcome, ReleaseOutcome, ServerProblem, SpecErrorKind,
+};
 use testkit::Redis;
 
 /// How far past its deadline a call may return on a loaded machine: a
@@ -150,13 +152,17 @@ fn keys_another_program_wrote_are_refused_and_left_alone() {
         assert_eq!(redis.command(&["EXISTS", "lockcore:{theirs}:lock"]), "0", "nothing taken with {key}");
         redis.command(&["DEL", key]);
     }
+    redis.command(&["HSET", "lockcore:{theirs}:last", "field", "value"]);
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
+    assert_eq!(redis.command(&["HGET", "lockcore:{theirs}:last", "field"]), "value");
+    redis.command(&["DEL", "lockcore:{theirs}:last"]);
+    // Planted while the lock is held: the holder still prolongs and gives it
+    // back, and leaves it alone.
     lock.try_acquire().unwrap();
     redis.command(&["SET", "lockcore:{theirs}:last", "their session data"]);
-    assert_eq!(server_problem(lock.release(Duration::ZERO)), ServerProblem::ForeignKeys);
-    assert_eq!(server_problem(lock.prolong(None)), ServerProblem::ForeignKeys);
+    assert_eq!(lock.prolong(None), Ok(ProlongOutcome::Prolonged));
+    assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     assert_eq!(redis.command(&["GET", "lockcore:{theirs}:last"]), "their session data");
-    redis.command(&["DEL", "lockcore:{theirs}:last"]);
-    lock.release(Duration::ZERO).unwrap();
 }
 
 #[test]
@@ -599,13 +605,15 @@ fn an_acquisition_whose_answer_came_too_late_is_taken_back() {
     direct.try_acquire().unwrap();
     direct.release(Duration::ZERO).unwrap();
     let slow = testkit::percent_encode(slow_answers(&redis, Duration::from_millis(70)).to_str().unwrap());
-    // No ttl: a lock left behind would stay as long as this process lives.
-    let mut lock = open_lock(&format!("redis://{slow}/late"));
+    // A lock left behind would stay for the hour.
+    let mut lock = open_lock(&format!("redis://{slow}/late?ttl=1h"));
     let tried = lock.try_acquire();
     assert_eq!(server_problem(tried), ServerProblem::NoAnswer);
     assert!(lock.held().is_none());
     assert_eq!(redis.command(&["EXISTS", "lockcore:{late}:lock"]), "0", "taken back");
-    direct.try_acquire().expect("free for the others");
+    assert_eq!(redis.command(&["EXISTS", "lockcore:{late}:last"]), "0", "with its record");
+    let next = direct.try_acquire().expect("free for the others");
+    assert_eq!(next.took_over_from, None, "nobody held it");
 }
 
 #[test]

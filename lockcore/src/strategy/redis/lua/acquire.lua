@@ -19,20 +19,14 @@ local now_ms, now_us = server_time()
 if too_late(tonumber(ARGV[9]), now_ms) then
   return {'late'}
 end
-local kinds = {
-  [lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset', [broken] = 'string',
-  [last_taken] = 'string',
-}
-if not types_fit(kinds) then
+if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset'}) then
   return {'foreign'}
 end
--- The records kept for the next taker: of a holder broken as dead, and of
--- the last acquisition with a ttl, until it is given back.
-local left = {dead = redis.call('GET', broken), expired = redis.call('GET', last_taken)}
-for _, text in pairs(left) do
-  if left_record(text) == false then
-    return {'foreign'}
-  end
+-- The records kept for the next taker (fence, record): of a holder broken
+-- as dead, and of the last acquisition with a ttl, until it is given back.
+local left = {dead = {left_record_at(broken)}, expired = {left_record_at(last_taken)}}
+if left.dead[1] == false or left.expired[1] == false then
+  return {'foreign'}
 end
 
 -- Waiters whose lease ran out (dead, or gone without a word) leave the
@@ -56,8 +50,8 @@ end
 -- fair line, often another waiter), with the fence it held.
 if current and stale ~= '' and current == stale then
   redis.call('DEL', lock)
-  left.dead = (redis.call('GET', fence_key) or '0') .. '\n' .. current
-  redis.call('SET', broken, left.dead, 'PX', 4 * lease)
+  left.dead = {redis.call('GET', fence_key) or '0', current}
+  redis.call('SET', broken, left.dead[1] .. '\n' .. current, 'PX', 4 * lease)
   current = false
 end
 
@@ -73,15 +67,15 @@ if not current and (not fair or not head or head == me) then
   -- ours would have moved the fence on without reading either.
   local took_over, how_ended = '', ''
   for _, how_it_ended in ipairs({'dead', 'expired'}) do
-    local at, record = left_record(left[how_it_ended])
+    local at, record = left[how_it_ended][1], left[how_it_ended][2]
     if took_over == '' and at and tonumber(at) == last_fence_now then
       took_over, how_ended = record, how_it_ended
     end
   end
-  if left.dead then
+  if left.dead[1] then
     redis.call('DEL', broken)
   end
-  if left.expired and ttl == 0 then
+  if left.expired[1] and ttl == 0 then
     redis.call('DEL', last_taken)
   end
   local fence = next_fence(last_fence_now, now_us)

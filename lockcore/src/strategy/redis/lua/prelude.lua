@@ -12,26 +12,23 @@ local function ours(value)
   return value == COOLDOWN or (#value <= LONGEST_RECORD and string.sub(value, 1, #MARKER) == MARKER)
 end
 
--- The fence and the record in the value of a key that keeps a holder's
--- record for the next taker (`<fence>\n<record>`): both nil for no value
--- (`false`, as Lua sees a missing key); false for one this library never
--- writes there.
-local function left_record(text)
+-- What a key that keeps a holder's record for the next taker holds
+-- (`<fence>\n<record>`): that fence and record, as this library wrote them;
+-- nil when the key is absent; false when it holds anything else, of any
+-- type (read without failing on one).
+local function left_record_at(key)
+  local text = redis.pcall('GET', key)
   if not text then
-    return nil, nil
+    return nil
   end
-  local at, record = string.match(text, '^(%d+)\n(.*)$')
+  local at, record
+  if type(text) == 'string' then
+    at, record = string.match(text, '^(%d+)\n(.*)$')
+  end
   if at and record ~= COOLDOWN and ours(record) then
     return at, record
   end
   return false
-end
-
--- Whether the key that keeps the last acquisition's record is absent or
--- holds what this library writes there, and whether it holds anything.
-local function last_taken_fits(last_taken)
-  local text = redis.call('GET', last_taken)
-  return left_record(text) ~= false, text ~= false
 end
 
 -- The server's clock, in milliseconds and in microseconds.

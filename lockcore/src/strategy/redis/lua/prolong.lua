@@ -12,23 +12,24 @@ local identity, fence, renewed, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4
 if too_late(tonumber(ARGV[5]), server_time()) then
   return 'late'
 end
-if not types_fit({[lock] = 'string', [fence_key] = 'string', [last_taken] = 'string'}) then
-  return 'foreign'
-end
-local last_fits, last_kept = last_taken_fits(last_taken)
-if not last_fits then
+if not types_fit({[lock] = 'string', [fence_key] = 'string'}) then
   return 'foreign'
 end
 local fate, current = fate_of(lock, fence_key, identity, fence)
 if fate == 'lost' then
   return 'lost'
 end
+-- The record kept for the next taker follows (a value this library never
+-- writes there is left alone; a prolong is never refused for it).
+local kept = left_record_at(last_taken)
 if ttl > 0 then
   redis.call('SET', lock, renewed, 'PX', ttl)
-  redis.call('SET', last_taken, fence .. '\n' .. renewed)
+  if kept ~= false then
+    redis.call('SET', last_taken, fence .. '\n' .. renewed)
+  end
 else
   redis.call('SET', lock, renewed)
-  if last_kept then
+  if kept then
     redis.call('DEL', last_taken)
   end
 end

@@ -10,19 +10,17 @@
 -- this library never writes; nothing was changed).
 local lock, fence_key, queue, last_taken = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local identity, fence, cooldown, wake_prefix, lease = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list', [last_taken] = 'string'}) then
-  return 'foreign'
-end
-local last_fits, last_kept = last_taken_fits(last_taken)
-if not last_fits then
+if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list'}) then
   return 'foreign'
 end
 local fate, current = fate_of(lock, fence_key, identity, fence)
 if fate == 'lost' then
   return 'lost'
 end
--- Given back: nobody is to be told they took it over.
-if last_kept then
+-- Given back: nobody is to be told they took it over. (A value this
+-- library never writes there is left alone; a release is never refused
+-- for it.)
+if left_record_at(last_taken) then
   redis.call('DEL', last_taken)
 end
 if cooldown > 0 then

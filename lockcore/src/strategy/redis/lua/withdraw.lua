@@ -7,7 +7,7 @@
 -- other acquisition has), the waiter's id, the wake lists' prefix, a
 -- waiter's lease in ms.
 local lock, queue, alive, own_wake, last_taken = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-if not types_fit({[lock] = 'string', [queue] = 'list', [alive] = 'zset', [last_taken] = 'string'}) then
+if not types_fit({[lock] = 'string', [queue] = 'list', [alive] = 'zset'}) then
   return 'foreign'
 end
 local current = redis.call('GET', lock)
@@ -17,8 +17,8 @@ if current and string.sub(current, 1, #ARGV[1]) == ARGV[1] then
   withdrawn = 1
 end
 -- Taken back, whether or not its key is still there: nobody took it over.
-local taken = redis.call('GET', last_taken)
-if taken and string.find(taken, '\n' .. ARGV[1], 1, true) then
+local _, taken = left_record_at(last_taken)
+if taken and string.sub(taken, 1, #ARGV[1]) == ARGV[1] then
   redis.call('DEL', last_taken)
 end
 leave_line(lock, queue, alive, own_wake, ARGV[2], ARGV[3], tonumber(ARGV[4]))
