@@ -14,8 +14,7 @@
 //! | `lockcore:{NAME}:fence` | the last fencing token handed out |
 //! | `lockcore:{NAME}:queue` | the waiters' ids, first come first |
 //! | `lockcore:{NAME}:alive` | each waiter's lease: a waiter that stops renewing it leaves the line |
-//! | `lockcore:{NAME}:broken` | the record of a holder broken as dead and the fence then, for the next acquisition to report (for 4 waiter leases) |
-//! | `lockcore:{NAME}:last` | the record of the last acquisition with a `ttl` and its fence, until it is given back: a holder whose key expired, for the next acquisition to report |
+//! | `lockcore:{NAME}:last` | for the next acquisition to report as the holder it took over from, with the fence then: the record of the last acquisition with a `ttl` until it is given back (its key may expire first), or of a holder broken as dead |
 //! | `lockcore:{NAME}:wake:<id>` | where a waiter's blocking pop finds its wake-up |
 //!
 //! Every operation is one Lua script, run by `EVALSHA` (by `EVAL` the first
@@ -154,10 +153,8 @@ struct Keys {
     fence: KeyName,
     queue: KeyName,
     alive: KeyName,
-    /// The record of the last holder broken as dead, for the next taker.
-    broken: KeyName,
-    /// The record of the last acquisition with a ttl, until it is given
-    /// back: for the next taker, once its key has expired.
+    /// For the next taker: the record of the last acquisition with a ttl,
+    /// until it is given back, or of a holder broken as dead.
     last_taken: KeyName,
     /// A waiter's wake list is this and its id.
     wake_prefix: KeyName,
@@ -188,7 +185,6 @@ impl Keys {
             fence: key(b"fence")?,
             queue: key(b"queue")?,
             alive: key(b"alive")?,
-            broken: key(b"broken")?,
             last_taken: key(b"last")?,
             wake_prefix: key(b"wake:")?,
         })
@@ -533,7 +529,6 @@ impl Redis {
             self.keys.queue.as_bytes(),
             self.keys.alive.as_bytes(),
             wake.as_bytes(),
-            self.keys.broken.as_bytes(),
             self.keys.last_taken.as_bytes(),
         ];
         let (ttl_ms, lease) = (millis(ttl.unwrap_or(Duration::ZERO)), millis(WAITER_LEASE));

@@ -1,18 +1,17 @@
 -- One attempt at the lock.
 -- KEYS: lock, fence, queue, alive (waiter -> lease end, ms), own wake list,
--- the record of the last holder broken as dead, the record of the last
--- acquisition of a lock with a ttl.
+-- the last holder's record, for the next taker.
 -- ARGV: record before its fence, record after it, ttl ms (0: none), this
 -- waiter's id, how to wait (fair | barge | try-fair | try), a waiter's
 -- lease in ms, a stale record to break (or ''), the wake lists' prefix,
 -- and the time (server ms, 0: none) after which the caller no longer waits
 -- for this answer.
 -- Returns {'taken', fence, the record of the holder it took over from or '',
--- 'dead' or 'expired' or ''} or {'busy', holder record or '', pttl, waiters ahead}
--- or {'late'} for a request that came after its caller gave up (held up in
--- a stopped server), or {'foreign'} / {'fence'} for keys that hold what no
--- acquisition wrote.
-local lock, fence_key, queue, alive, own_wake, broken, last_taken = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- 'dead' or 'expired' or ''} or {'busy', holder record or '', pttl, waiters
+-- ahead} or {'late'} for a request that came after its caller gave up
+-- (held up in a stopped server), or {'foreign'} / {'fence'} for keys that
+-- hold what no acquisition wrote.
+local lock, fence_key, queue, alive, own_wake, last_taken = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local before, after, ttl, me, how = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local lease, stale, wake_prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local now_ms, now_us = server_time()
@@ -20,12 +19,6 @@ if too_late(tonumber(ARGV[9]), now_ms) then
   return {'late'}
 end
 if not types_fit({[lock] = 'string', [fence_key] = 'string', [queue] = 'list', [alive] = 'zset'}) then
-  return {'foreign'}
-end
--- The records kept for the next taker (fence, record): of a holder broken
--- as dead, and of the last acquisition with a ttl, until it is given back.
-local left = {dead = {left_record_at(broken)}, expired = {left_record_at(last_taken)}}
-if left.dead[1] == false or left.expired[1] == false then
   return {'foreign'}
 end
 
@@ -46,12 +39,23 @@ local current = redis.call('GET', lock)
 if current and not ours(current) then
   return {'foreign'}
 end
+-- The last holder's record, kept for the next taker: of a holder broken
+-- as dead, or of the last acquisition with a ttl, until it is given back.
+-- Read only where it is written or told.
+local left
+local function read_left()
+  left = {last_taken_at(last_taken)}
+  return left[1] ~= false
+end
 -- A dead holder broken here is told to whoever takes the lock next (in a
 -- fair line, often another waiter), with the fence it held.
 if current and stale ~= '' and current == stale then
+  if not read_left() then
+    return {'foreign'}
+  end
   redis.call('DEL', lock)
-  left.dead = {redis.call('GET', fence_key) or '0', current}
-  redis.call('SET', broken, left.dead[1] .. '\n' .. current, 'PX', 4 * lease)
+  left = {redis.call('GET', fence_key) or '0', current, 'dead'}
+  redis.call('SET', last_taken, left[1] .. ' dead\n' .. current)
   current = false
 end
 
@@ -61,22 +65,15 @@ if not current and (not fair or not head or head == me) then
   if not last_fence_now then
     return {'fence'}
   end
-  -- The holder taken over from: one broken as dead, or else the last
-  -- acquisition, if it was never given back and its key expired. Told
-  -- only if nothing took the lock since: a taker that runs no script of
-  -- ours would have moved the fence on without reading either.
-  local took_over, how_ended = '', ''
-  for _, how_it_ended in ipairs({'dead', 'expired'}) do
-    local at, record = left[how_it_ended][1], left[how_it_ended][2]
-    if took_over == '' and at and tonumber(at) == last_fence_now then
-      took_over, how_ended = record, how_it_ended
-    end
+  if not (left or read_left()) then
+    return {'foreign'}
   end
-  if left.dead[1] then
-    redis.call('DEL', broken)
-  end
-  if left.expired[1] and ttl == 0 then
-    redis.call('DEL', last_taken)
+  -- Told only if nothing took the lock since that holder: a taker that
+  -- runs no script of ours would have moved the fence on without reading
+  -- its record.
+  local at, took_over, how_ended = left[1], left[2] or '', left[3] or ''
+  if not at or tonumber(at) ~= last_fence_now then
+    took_over, how_ended = '', ''
   end
   local fence = next_fence(last_fence_now, now_us)
   local record = before .. fence .. after
@@ -84,10 +81,14 @@ if not current and (not fair or not head or head == me) then
   if ttl > 0 then
     redis.call('SET', lock, record, 'PX', ttl)
     -- Kept past the key's expiry, for the next taker to tell; gone with
-    -- the release. (Without a ttl nothing expires: nothing is kept.)
+    -- the release.
     redis.call('SET', last_taken, fence .. '\n' .. record)
   else
+    -- Without a ttl nothing expires: nothing is kept.
     redis.call('SET', lock, record)
+    if at then
+      redis.call('DEL', last_taken)
+    end
   end
   -- A waiter that had a place gives it up; one that had none has no
   -- wake list either (or one that runs out with its lease).

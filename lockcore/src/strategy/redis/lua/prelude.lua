@@ -12,21 +12,22 @@ local function ours(value)
   return value == COOLDOWN or (#value <= LONGEST_RECORD and string.sub(value, 1, #MARKER) == MARKER)
 end
 
--- What a key that keeps a holder's record for the next taker holds
--- (`<fence>\n<record>`): that fence and record, as this library wrote them;
--- nil when the key is absent; false when it holds anything else, of any
--- type (read without failing on one).
-local function left_record_at(key)
+-- What the key that keeps the last holder's record for the next taker
+-- holds (`<fence>\n<record>`, or `<fence> dead\n<record>` for a holder
+-- broken as dead): that fence, record and 'expired' or 'dead', as this
+-- library wrote them; nil when the key is absent; false when it holds
+-- anything else, of any type (read without failing on one).
+local function last_taken_at(key)
   local text = redis.pcall('GET', key)
   if not text then
     return nil
   end
-  local at, record
+  local at, dead, record
   if type(text) == 'string' then
-    at, record = string.match(text, '^(%d+)\n(.*)$')
+    at, dead, record = string.match(text, '^(%d+)( ?d?e?a?d?)\n(.*)$')
   end
-  if at and record ~= COOLDOWN and ours(record) then
-    return at, record
+  if at and (dead == '' or dead == ' dead') and record ~= COOLDOWN and ours(record) then
+    return at, record, dead == '' and 'expired' or 'dead'
   end
   return false
 end

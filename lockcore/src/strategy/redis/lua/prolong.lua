@@ -21,7 +21,7 @@ if fate == 'lost' then
 end
 -- The record kept for the next taker follows (a value this library never
 -- writes there is left alone; a prolong is never refused for it).
-local kept = left_record_at(last_taken)
+local kept = last_taken_at(last_taken)
 if ttl > 0 then
   redis.call('SET', lock, renewed, 'PX', ttl)
   if kept ~= false then

@@ -20,7 +20,7 @@ end
 -- Given back: nobody is to be told they took it over. (A value this
 -- library never writes there is left alone; a release is never refused
 -- for it.)
-if left_record_at(last_taken) then
+if last_taken_at(last_taken) then
   redis.call('DEL', last_taken)
 end
 if cooldown > 0 then

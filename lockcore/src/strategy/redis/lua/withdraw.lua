@@ -17,7 +17,7 @@ if current and string.sub(current, 1, #ARGV[1]) == ARGV[1] then
   withdrawn = 1
 end
 -- Taken back, whether or not its key is still there: nobody took it over.
-local _, taken = left_record_at(last_taken)
+local _, taken = last_taken_at(last_taken)
 if taken and string.sub(taken, 1, #ARGV[1]) == ARGV[1] then
   redis.call('DEL', last_taken)
 end
