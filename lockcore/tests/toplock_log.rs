@@ -464,11 +464,33 @@ fn a_release_after_an_overrun_keeps_its_cooldown() {
     let expires = holder.held().unwrap().expires.unwrap();
     wait_until("the grant to run out", || expires.has_come(holder.now()));
     assert_eq!(holder.release(Duration::from_secs(60)), Ok(ReleaseOutcome::Expired));
-    let info = open(&queue, "ttl=1h").inspect().unwrap();
+    assert_cooling_down_for_30s_or_more(&queue);
+}
+
+/// Checks that the queue keeps a cooldown of at least 30 s more.
+fn assert_cooling_down_for_30s_or_more(queue: &Path) {
+    let info = open(queue, "ttl=1h").inspect().unwrap();
     assert!(
         info.cooldown_until.is_some_and(|until| until.unix_nanos() > wall_ns() + 30_000_000_000),
         "the cooldown was dropped: {info:?}"
     );
+}
+
+/// A holder of the queue whose 300 ms grant has run out, and its acquisition.
+fn overrun_holder(queue: &Path) -> (Lock, lockcore::Acquired) {
+    let mut holder = open(queue, "ttl=300ms");
+    let acquired = holder.try_acquire().unwrap();
+    let expires = holder.held().unwrap().expires.unwrap();
+    wait_until("the grant to run out", || expires.has_come(holder.now()));
+    (holder, acquired)
+}
+
+/// A waiter on another host that comes (after an overrun: the overrun
+/// holder's turn ends then) and gives up.
+fn a_waiter_comes_and_gives_up(queue: &Path) {
+    let foreign = made_up_nonce();
+    append(queue, foreign_request(&foreign, 4242, Duration::from_secs(3600)).as_bytes());
+    append(queue, format!("D {foreign} {} 0\n", now_ns()).as_bytes());
 }
 
 /// A holder that overran its grant while someone waited, taken over by the
@@ -501,15 +523,8 @@ fn a_takeover_is_told_across_a_compaction() {
 fn an_overrun_nobody_took_is_still_told_expired_after_the_log_grew() {
     let dir = TestDir::new("toplock-compact-overrun");
     let queue = queue_in(&dir);
-    let mut holder = open(&queue, "ttl=300ms");
-    holder.try_acquire().unwrap();
-    let expires = holder.held().unwrap().expires.unwrap();
-    wait_until("the grant to run out", || expires.has_come(holder.now()));
-    // A waiter on another host comes after the expiry (the holder's turn
-    // ends then), and gives up.
-    let foreign = made_up_nonce();
-    append(&queue, foreign_request(&foreign, 4242, Duration::from_secs(3600)).as_bytes());
-    append(&queue, format!("D {foreign} {} 0\n", now_ns()).as_bytes());
+    let (mut holder, _) = overrun_holder(&queue);
+    a_waiter_comes_and_gives_up(&queue);
     pad_to(&queue, COMPACT_AT + 100);
     // Reads and a write of this library: each would compact a log this long.
     let mut other = open(&queue, "ttl=60s&fair=0");
@@ -517,11 +532,7 @@ fn an_overrun_nobody_took_is_still_told_expired_after_the_log_grew() {
     append(&queue, foreign_request(&made_up_nonce(), 4243, Duration::from_secs(3600)).as_bytes());
     assert_eq!(kind(other.try_acquire()), Err(ErrorKind::Busy));
     assert_eq!(holder.release(Duration::from_secs(60)), Ok(ReleaseOutcome::Expired), "nobody took it");
-    let info = open(&queue, "ttl=1h").inspect().unwrap();
-    assert!(
-        info.cooldown_until.is_some_and(|until| until.unix_nanos() > wall_ns() + 30_000_000_000),
-        "the cooldown was dropped: {info:?}"
-    );
+    assert_cooling_down_for_30s_or_more(&queue);
 }
 
 /// The same state (a holder that overran its grant, a waiter that came and
@@ -532,13 +543,8 @@ fn an_overrun_nobody_took_is_still_told_expired_after_the_log_grew() {
 fn a_full_log_is_compacted_while_an_overrun_waits_to_be_taken_over() {
     let dir = TestDir::new("toplock-full-overrun");
     let queue = queue_in(&dir);
-    let mut holder = open(&queue, "ttl=300ms");
-    let overrun = holder.try_acquire().unwrap();
-    let expires = holder.held().unwrap().expires.unwrap();
-    wait_until("the grant to run out", || expires.has_come(holder.now()));
-    let foreign = made_up_nonce();
-    append(&queue, foreign_request(&foreign, 4242, Duration::from_secs(3600)).as_bytes());
-    append(&queue, format!("D {foreign} {} 0\n", now_ns()).as_bytes());
+    let (_holder, overrun) = overrun_holder(&queue);
+    a_waiter_comes_and_gives_up(&queue);
     pad_to(&queue, QUEUE_CAPACITY - 60);
     let mut next = open(&queue, "ttl=60s");
     let taken = next.try_acquire().expect("the next acquirer gets the lock");
