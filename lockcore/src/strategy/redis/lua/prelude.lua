@@ -22,12 +22,12 @@ local function last_taken_at(key)
   if not text then
     return nil
   end
-  local at, dead, record
+  local at, how, record
   if type(text) == 'string' then
-    at, dead, record = string.match(text, '^(%d+)( ?d?e?a?d?)\n(.*)$')
+    at, how, record = string.match(text, '^(%d+)([^\n]*)\n(.*)$')
   end
-  if at and (dead == '' or dead == ' dead') and record ~= COOLDOWN and ours(record) then
-    return at, record, dead == '' and 'expired' or 'dead'
+  if at and (how == '' or how == ' dead') and record ~= COOLDOWN and ours(record) then
+    return at, record, how == '' and 'expired' or 'dead'
   end
   return false
 end

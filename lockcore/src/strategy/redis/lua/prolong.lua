@@ -1,8 +1,9 @@
 -- Moves the expiry of a held lock.
--- KEYS: lock, fence, the record of the last acquisition. ARGV: the start of the holder's record up to its
--- fence, its fence, the record with its new expiry, the new ttl in ms
--- (0: none), and the time (server ms, 0: none) after which the caller no
--- longer waits for this answer.
+-- KEYS: lock, fence, the last holder's record for the next taker.
+-- ARGV: the start of the holder's record up to its fence, its fence, the
+-- record with its new expiry, the new ttl in ms (0: none), and the time
+-- (server ms, 0: none) after which the caller no longer waits for this
+-- answer.
 -- Returns {'prolonged', the record as it was}, 'expired' (the key had
 -- expired and nobody took the lock: it is held again), 'lost', 'late' (it
 -- came after its caller gave up: a lock that ran out meanwhile is not

@@ -1,8 +1,9 @@
 -- Gives the lock back, and wakes the first waiter.
--- KEYS: lock, fence, queue, the record of the last acquisition. ARGV: the start of the holder's record up to
--- its fence (owner, nonce, fence: what a watchdog's renewal leaves as it
--- was), its fence, a cooldown in ms (0: none), the wake lists' prefix, a
--- waiter's lease in ms.
+-- KEYS: lock, fence, queue, the last holder's record for the next taker.
+-- ARGV: the start of the holder's record up to its fence (owner, nonce,
+-- fence: what a watchdog's renewal leaves as it was), its fence, a
+-- cooldown in ms (0: none), the wake lists' prefix, a waiter's lease in
+-- ms.
 -- Returns {'released', the record as it was} (still ours: the record's
 -- expiry, perhaps moved by a watchdog, tells whether the holder overran
 -- its own lease), 'expired' (its key had expired and nobody took the lock
