@@ -492,6 +492,33 @@ mod tests {
         map.word64(SECTION_AT).store(0, SeqCst);
     }
 
+    /// A holder killed between taking the word and naming itself: its tag
+    /// says it was of this pid namespace, so its pid, which no process has
+    /// now, judges it at once. The same word with the tag of another
+    /// namespace is waited for (its pid may mean a live process there).
+    #[test]
+    fn a_holder_killed_before_it_named_itself_is_judged_by_its_pid_in_its_namespace() {
+        let d = dir("unnamed");
+        let mut lock = Lock::open(spec(&d, "")).unwrap();
+        lock.inspect().unwrap();
+        let map = &mapped(&mut lock).mapped.as_ref().unwrap().map;
+        let word = SectionWord::at(map, SECTION_AT);
+        let me = Owner::current().unwrap().process;
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let soon = || MonoTime::now().saturating_add(Duration::from_millis(200));
+        let fold = u64::from(section::namespace_fold(me.namespace));
+        let ours = (fold << 48) | (0x1234 << 32) | u64::from(gone);
+        map.word64(SECTION_AT).store(ours, SeqCst);
+        assert_eq!(word.take(&me, soon(), &mut || true), Ok(section::Taken::FromTheDead));
+        word.release();
+        let theirs = ((fold ^ 1) << 48) | (0x1234 << 32) | u64::from(gone);
+        map.word64(SECTION_AT).store(theirs, SeqCst);
+        assert_eq!(word.take(&me, soon(), &mut || true), Err(NotTaken::TimedOut));
+        map.word64(SECTION_AT).store(0, SeqCst);
+    }
+
     #[test]
     fn a_sleeper_wakes_when_the_lease_is_let_go() {
         let d = dir("wake");

@@ -3,15 +3,18 @@
 //!
 //! It is a word of the page, taken with one compare-and-swap and waited for
 //! on a futex, that names its holder: the low half holds the holder's pid
-//! (and a bit that says someone sleeps on it), the high half a tag drawn
-//! for this one holding. Beside it the holder then writes who it is (pid
-//! namespace, start time) under the same tag. A process that finds the word
-//! held by the same holding for a while looks at that holder, and takes
-//! the word from it only if it is provably gone: by pid and start time, in
-//! its own pid namespace, and only if the holder named itself under the
-//! tag of this holding (a holder from another namespace, or one that has
-//! not named itself yet, is never judged by a pid that means something
-//! else here). A word that names no holder for a whole second, and whose
+//! (and a bit that says someone sleeps on it), the high half a tag for
+//! this one holding: a fold of the holder's pid namespace, and bits drawn
+//! at random. Beside it the holder then writes who it is (pid namespace,
+//! start time) under the same tag. A process that finds the word held by
+//! the same holding for a while looks at that holder, and takes the word
+//! from it only if it is provably gone: by pid and start time, in its own
+//! pid namespace, and only if the holder named itself under the tag of
+//! this holding (a holder from another namespace is never judged by a pid
+//! that means something else here). A holder killed between taking the
+//! word and naming itself (or between unnaming itself and letting the word
+//! go) is judged by its pid alone, if the tag says it was of the judge's
+//! namespace. A word that names no holder for a whole second, and whose
 //! pid no process has, is taken too: that is what a file written over
 //! with something else looks like.
 //!
@@ -102,12 +105,13 @@ impl<'m> SectionWord<'m> {
         deadline: MonoTime,
         still_whole: &mut dyn FnMut() -> bool,
     ) -> Result<Taken, NotTaken> {
-        let mut tag = [0u8; 4];
+        let mut drawn = [0u8; 2];
         // Without random bytes, the time tells holdings apart well enough.
-        if crate::process::random(&mut tag).is_err() {
-            tag = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u32).to_ne_bytes();
+        if crate::process::random(&mut drawn).is_err() {
+            drawn = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u16).to_ne_bytes();
         }
-        let mine = (u64::from(u32::from_ne_bytes(tag)) << 32) | u64::from(me.pid as u32);
+        let tag = (u32::from(namespace_fold(me.namespace)) << 16) | u32::from(u16::from_ne_bytes(drawn));
+        let mine = (u64::from(tag) << 32) | u64::from(me.pid as u32);
         // The holding seen, and since when.
         let mut seen = (0u64, MonoTime::now());
         loop {
@@ -179,9 +183,21 @@ impl<'m> SectionWord<'m> {
         if named == holding && self.map.word64(self.at + NAMED_AT).load(SeqCst) == holding {
             return holder.is_gone_as_seen_by(me);
         }
-        // Not named under this holding: written over, or a holder stopped
-        // between taking the word and naming itself. Only a long wait, and
-        // a pid that no process has, make it gone.
-        held_for >= UNNAMED_PATIENCE && (holder.pid <= 0 || matches!(sys::kill(holder.pid, 0), Err(sys::Errno::ESRCH)))
+        // Not named under this holding: a holder killed or stopped between
+        // taking the word and naming itself, or the word written over. Its
+        // pid judges it if its tag says it was of this namespace (a holder
+        // of another one whose fold is the same would have to be stopped
+        // in those few instructions: the wait below is for that); anything
+        // else only after a long wait. Either way, only a pid that no
+        // process has makes it gone.
+        let of_this_namespace = (holding >> 48) as u16 == namespace_fold(me.namespace);
+        (of_this_namespace || held_for >= UNNAMED_PATIENCE)
+            && (holder.pid <= 0 || matches!(sys::kill(holder.pid, 0), Err(sys::Errno::ESRCH)))
     }
+}
+
+/// The 16 bits of a holding's tag that say which pid namespace its holder
+/// was in (the id of a namespace, folded).
+pub(super) fn namespace_fold(namespace: u64) -> u16 {
+    (namespace ^ (namespace >> 16) ^ (namespace >> 32) ^ (namespace >> 48)) as u16
 }
