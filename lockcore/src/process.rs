@@ -126,6 +126,16 @@ pub fn random(out: &mut [u8]) -> SysResult<()> {
     Ok(())
 }
 
+/// The pid of a child that has exited and been reaped: a pid no process
+/// has, for tests of dead holders and waiters.
+#[cfg(test)]
+pub(crate) fn dead_pid() -> i32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id() as i32;
+    child.wait().unwrap();
+    pid
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -654,13 +654,6 @@ mod tests {
     }
 
     /// The pid of a process that has exited and been reaped.
-    fn dead_pid() -> i32 {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id() as i32;
-        child.wait().unwrap();
-        pid
-    }
-
     #[test]
     fn turns_come_in_ticket_order_across_mappings() {
         let p = pair("order");
@@ -691,7 +684,7 @@ mod tests {
         let p = pair("skip");
         let head = p.one.take(me()).unwrap();
         let gave_up = p.one.take(me()).unwrap();
-        let died = p.other.take(dead_pid()).unwrap();
+        let died = p.other.take(crate::process::dead_pid()).unwrap();
         let live = p.other.take(me()).unwrap();
         p.one.leave(gave_up);
         assert_eq!(p.one.place(live), Place::Behind(3), "places are not given back");
@@ -703,7 +696,7 @@ mod tests {
     #[test]
     fn a_stalled_line_is_looked_at_by_the_one_behind() {
         let p = pair("unstick");
-        let dead_head = p.one.take(dead_pid()).unwrap();
+        let dead_head = p.one.take(crate::process::dead_pid()).unwrap();
         let mine = p.other.take(me()).unwrap();
         assert_eq!(p.other.unstick(mine), Ahead::Nobody, "a dead head is passed over");
         assert_eq!(p.one.place(mine), Place::Head);
@@ -724,7 +717,7 @@ mod tests {
         assert_eq!(p.other.look(me()), Ahead::OnlyTheHead);
         let gone = p.one.take(me()).unwrap();
         p.one.leave(gone);
-        let _dead = p.one.take(dead_pid()).unwrap();
+        let _dead = p.one.take(crate::process::dead_pid()).unwrap();
         assert_eq!(p.other.look(me()), Ahead::OnlyTheHead, "the gone and the dead are nobody");
         let _waiter = p.one.take(me()).unwrap();
         assert_eq!(p.other.look(me()), Ahead::Waiters(2));

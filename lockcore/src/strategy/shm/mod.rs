@@ -369,7 +369,7 @@ mod tests {
     use super::*;
     use crate::clock::MonoTime;
     use crate::lock::Lock;
-    use crate::owner::Owner;
+    use crate::owner::{Owner, ProcessId};
     use std::format;
     use std::path::PathBuf;
     use std::string::String;
@@ -445,9 +445,7 @@ mod tests {
     fn a_dead_holder_is_broken_at_once() {
         let d = dir("dead-holder");
         let mut gone = Owner::current().unwrap();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        gone.process.pid = child.id() as i32;
-        child.wait().unwrap();
+        gone.process.pid = crate::process::dead_pid();
         let parsed = crate::spec::Spec::parse(spec(&d, "?ttl=1h").as_bytes()).unwrap();
         let mut dead = Lock::with_owner(parsed, gone).unwrap();
         let theirs = dead.try_acquire().unwrap();
@@ -457,39 +455,46 @@ mod tests {
         assert!(mine.fence > theirs.fence);
     }
 
-    /// A word written over with a pid that no process has, and naming no
-    /// holder, is taken once it has stood for a second; one that names a
-    /// live holder, or a holder of another pid namespace, is waited for
-    /// until the deadline.
-    #[test]
-    fn a_scribbled_word_is_taken_and_a_live_or_foreign_holder_is_not() {
-        let d = dir("scribble");
+    /// Runs `test` on the section word of a new lock's page (the page, the
+    /// word, and this process as it takes it).
+    fn with_section_word(name: &str, test: impl FnOnce(&SharedMapping, &SectionWord<'_>, &ProcessId)) {
+        let d = dir(name);
         let mut lock = Lock::open(spec(&d, "")).unwrap();
         lock.inspect().unwrap();
         let map = &mapped(&mut lock).mapped.as_ref().unwrap().map;
-        let word = SectionWord::at(map, SECTION_AT);
-        let me = Owner::current().unwrap().process;
-        let soon = || MonoTime::now().saturating_add(Duration::from_millis(100));
-        let far = || MonoTime::now().saturating_add(Duration::from_secs(10));
+        test(map, &SectionWord::at(map, SECTION_AT), &Owner::current().unwrap().process);
+    }
 
-        map.word64(SECTION_AT).store(0x0bad_cafe_0000_0000 | 0x3fff_fff0, SeqCst);
-        assert_eq!(word.take(&me, far(), &mut || true), Ok(section::Taken::FromTheDead));
-        word.release();
+    /// A word written over with a pid that no process has, and naming no
+    /// holder, is taken once it has stood for a second (at once if its tag
+    /// happens to carry this namespace's fold); one that names a live
+    /// holder, or a holder of another pid namespace, is waited for until
+    /// the deadline.
+    #[test]
+    fn a_scribbled_word_is_taken_and_a_live_or_foreign_holder_is_not() {
+        with_section_word("scribble", |map, word, me| {
+            let soon = || MonoTime::now().saturating_add(Duration::from_millis(100));
+            let far = || MonoTime::now().saturating_add(Duration::from_secs(10));
 
-        // This very process, alive, holding it from another handle.
-        map.word64(SECTION_AT).store(u64::from(me.pid as u32), SeqCst);
-        assert_eq!(word.take(&me, soon(), &mut || true), Err(NotTaken::TimedOut));
-        // A holder that named itself, of another pid namespace: its pid
-        // means nothing here, however dead it looks.
-        let holding = (7u64 << 32) | 0x3fff_fff0;
-        map.word64(SECTION_AT).store(holding, SeqCst);
-        map.word64(SECTION_AT + section::NAMESPACE_AT).store(me.namespace ^ 1, SeqCst);
-        map.word64(SECTION_AT + section::START_AT).store(12345, SeqCst);
-        map.word64(SECTION_AT + section::NAMED_AT).store(holding, SeqCst);
-        assert_eq!(word.take(&me, soon(), &mut || true), Err(NotTaken::TimedOut));
-        // And a file cut short during the wait is not touched again.
-        assert_eq!(word.take(&me, far(), &mut || false), Err(NotTaken::FileChanged));
-        map.word64(SECTION_AT).store(0, SeqCst);
+            map.word64(SECTION_AT).store(0x0bad_cafe_0000_0000 | 0x3fff_fff0, SeqCst);
+            assert_eq!(word.take(me, far(), &mut || true), Ok(section::Taken::FromTheDead));
+            word.release();
+
+            // This very process, alive, holding it from another handle.
+            map.word64(SECTION_AT).store(u64::from(me.pid as u32), SeqCst);
+            assert_eq!(word.take(me, soon(), &mut || true), Err(NotTaken::TimedOut));
+            // A holder that named itself, of another pid namespace: its pid
+            // means nothing here, however dead it looks.
+            let holding = (7u64 << 32) | 0x3fff_fff0;
+            map.word64(SECTION_AT).store(holding, SeqCst);
+            map.word64(SECTION_AT + section::NAMESPACE_AT).store(me.namespace ^ 1, SeqCst);
+            map.word64(SECTION_AT + section::START_AT).store(12345, SeqCst);
+            map.word64(SECTION_AT + section::NAMED_AT).store(holding, SeqCst);
+            assert_eq!(word.take(me, soon(), &mut || true), Err(NotTaken::TimedOut));
+            // And a file cut short during the wait is not touched again.
+            assert_eq!(word.take(me, far(), &mut || false), Err(NotTaken::FileChanged));
+            map.word64(SECTION_AT).store(0, SeqCst);
+        });
     }
 
     /// A holder killed between taking the word and naming itself: its tag
@@ -498,25 +503,19 @@ mod tests {
     /// namespace is waited for (its pid may mean a live process there).
     #[test]
     fn a_holder_killed_before_it_named_itself_is_judged_by_its_pid_in_its_namespace() {
-        let d = dir("unnamed");
-        let mut lock = Lock::open(spec(&d, "")).unwrap();
-        lock.inspect().unwrap();
-        let map = &mapped(&mut lock).mapped.as_ref().unwrap().map;
-        let word = SectionWord::at(map, SECTION_AT);
-        let me = Owner::current().unwrap().process;
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let gone = child.id();
-        child.wait().unwrap();
-        let soon = || MonoTime::now().saturating_add(Duration::from_millis(200));
-        let fold = u64::from(section::namespace_fold(me.namespace));
-        let ours = (fold << 48) | (0x1234 << 32) | u64::from(gone);
-        map.word64(SECTION_AT).store(ours, SeqCst);
-        assert_eq!(word.take(&me, soon(), &mut || true), Ok(section::Taken::FromTheDead));
-        word.release();
-        let theirs = ((fold ^ 1) << 48) | (0x1234 << 32) | u64::from(gone);
-        map.word64(SECTION_AT).store(theirs, SeqCst);
-        assert_eq!(word.take(&me, soon(), &mut || true), Err(NotTaken::TimedOut));
-        map.word64(SECTION_AT).store(0, SeqCst);
+        with_section_word("unnamed", |map, word, me| {
+            let gone = crate::process::dead_pid() as u32;
+            let soon = || MonoTime::now().saturating_add(Duration::from_millis(200));
+            let fold = u64::from(section::namespace_fold(me.namespace));
+            let ours = (fold << 48) | (0x1234 << 32) | u64::from(gone);
+            map.word64(SECTION_AT).store(ours, SeqCst);
+            assert_eq!(word.take(me, soon(), &mut || true), Ok(section::Taken::FromTheDead));
+            word.release();
+            let theirs = ((fold ^ 1) << 48) | (0x1234 << 32) | u64::from(gone);
+            map.word64(SECTION_AT).store(theirs, SeqCst);
+            assert_eq!(word.take(me, soon(), &mut || true), Err(NotTaken::TimedOut));
+            map.word64(SECTION_AT).store(0, SeqCst);
+        });
     }
 
     #[test]
