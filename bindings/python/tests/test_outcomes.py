@@ -16,6 +16,18 @@ from lockffi import Code, Liveness, Lock, LockExpired, LockInfo, LockLost, LockU
 
 CONTENDER = Path(__file__).with_name("contender.py")
 SHORT_TTL = "300ms"
+# Why a test does not run on flock, whose lock the kernel holds for its holder.
+NEVER_TAKEN = "a flock lock is never taken from its holder: the kernel holds it until released"
+NO_WATCHDOG = "flock has no watchdog (see test_autorenew_keeps_the_lock_from_another_process)"
+
+
+def held(scheme: str, tmp_path: Path, ttl: str = SHORT_TTL, not_on_flock: str | None = None) -> Lock:
+    """The test's lock, acquired; the test is skipped on flock when it says why."""
+    if not_on_flock is not None and scheme == "flock":
+        pytest.skip(not_on_flock)
+    lock = Lock(spec_for(scheme, tmp_path, ttl=ttl))
+    lock.acquire()
+    return lock
 
 
 def wait_expired(lock: Lock, scheme: str) -> None:
@@ -30,8 +42,7 @@ def wait_expired(lock: Lock, scheme: str) -> None:
 
 
 def test_release_after_the_ttl_says_expired_when_nobody_took_it(scheme: str, tmp_path: Path) -> None:
-    lock = Lock(spec_for(scheme, tmp_path, ttl=SHORT_TTL))
-    lock.acquire()
+    lock = held(scheme, tmp_path)
     wait_expired(lock, scheme)
     with pytest.raises(LockExpired) as expired:
         lock.release()
@@ -41,10 +52,7 @@ def test_release_after_the_ttl_says_expired_when_nobody_took_it(scheme: str, tmp
 
 
 def test_release_after_another_took_it_says_lost(scheme: str, tmp_path: Path) -> None:
-    if scheme == "flock":
-        pytest.skip("a flock lock is never taken from its holder: the kernel holds it until released")
-    lock = Lock(spec_for(scheme, tmp_path, ttl=SHORT_TTL))
-    lock.acquire()
+    lock = held(scheme, tmp_path, not_on_flock=NEVER_TAKEN)
     other = Lock(spec_for(scheme, tmp_path))
     other.acquire(timeout=10)  # breaks the lock once its TTL has run out
     with pytest.raises(LockLost) as lost:
@@ -55,10 +63,7 @@ def test_release_after_another_took_it_says_lost(scheme: str, tmp_path: Path) ->
 
 
 def test_took_over_names_the_holder_whose_expired_lock_was_broken(scheme: str, tmp_path: Path) -> None:
-    if scheme == "flock":
-        pytest.skip("a flock lock is never taken from its holder: the kernel holds it until released")
-    lock = Lock(spec_for(scheme, tmp_path, ttl=SHORT_TTL))
-    lock.acquire()
+    lock = held(scheme, tmp_path, not_on_flock=NEVER_TAKEN)
     other = Lock(spec_for(scheme, tmp_path))
     with pytest.raises(LockUsageError) as not_held:
         other.took_over()
@@ -76,8 +81,7 @@ def test_took_over_names_the_holder_whose_expired_lock_was_broken(scheme: str, t
 
 
 def test_prolong_moves_the_expiry_and_reclaims_an_expired_lock(scheme: str, tmp_path: Path) -> None:
-    lock = Lock(spec_for(scheme, tmp_path, ttl=SHORT_TTL))
-    lock.acquire()
+    lock = held(scheme, tmp_path)
     lock.prolong(60)
     expires = lock.inspect().expires
     assert expires is not None and expires > datetime.now(timezone.utc) + timedelta(seconds=50)
@@ -91,10 +95,7 @@ def test_prolong_moves_the_expiry_and_reclaims_an_expired_lock(scheme: str, tmp_
 
 
 def test_prolong_after_another_took_it_says_lost(scheme: str, tmp_path: Path) -> None:
-    if scheme == "flock":
-        pytest.skip("a flock lock is never taken from its holder: the kernel holds it until released")
-    lock = Lock(spec_for(scheme, tmp_path, ttl=SHORT_TTL))
-    lock.acquire()
+    lock = held(scheme, tmp_path, not_on_flock=NEVER_TAKEN)
     other = Lock(spec_for(scheme, tmp_path))
     other.acquire(timeout=10)  # breaks the lock once its TTL has run out
     with pytest.raises(LockLost):
@@ -130,10 +131,7 @@ def test_autorenew_keeps_the_lock_from_another_process(scheme: str, tmp_path: Pa
 
 
 def test_stop_autorenew_keeps_the_lock_held(scheme: str, tmp_path: Path) -> None:
-    if scheme == "flock":
-        pytest.skip("flock has no watchdog (see test_autorenew_keeps_the_lock_from_another_process)")
-    lock = Lock(spec_for(scheme, tmp_path, ttl="30s"))
-    lock.acquire()
+    lock = held(scheme, tmp_path, "30s", not_on_flock=NO_WATCHDOG)
     lock.autorenew()
     lock.stop_autorenew()
     assert lock.inspect().held_by_this_handle
@@ -141,10 +139,7 @@ def test_stop_autorenew_keeps_the_lock_held(scheme: str, tmp_path: Path) -> None
 
 
 def test_the_watchdog_calls_on_lost_from_its_thread(scheme: str, tmp_path: Path) -> None:
-    if scheme == "flock":
-        pytest.skip("flock has no watchdog (see test_autorenew_keeps_the_lock_from_another_process)")
-    lock = Lock(spec_for(scheme, tmp_path, ttl=SHORT_TTL))
-    lock.acquire()
+    lock = held(scheme, tmp_path, not_on_flock=NO_WATCHDOG)
     called = threading.Event()
     seen: list[tuple[int, LockInfo]] = []
 
@@ -171,7 +166,7 @@ def test_the_watchdog_calls_on_lost_from_its_thread(scheme: str, tmp_path: Path)
 
 def test_a_process_that_exits_renewing_releases_quietly(scheme: str, tmp_path: Path) -> None:
     if scheme == "flock":
-        pytest.skip("flock has no watchdog (see test_autorenew_keeps_the_lock_from_another_process)")
+        pytest.skip(NO_WATCHDOG)
     spec = spec_for(scheme, tmp_path, ttl="30s")
     holder = "import sys\nfrom lockffi import Lock\nlock = Lock(sys.argv[1])\nlock.acquire()\nlock.autorenew()\n"
     exited = subprocess.run([sys.executable, "-c", holder, spec], capture_output=True, text=True, timeout=60)
