@@ -86,11 +86,16 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
 }
 
 /// Wakes every waiter blocked on `word`.
-#[cfg(target_os = "linux")]
 pub fn futex_wake_all(word: &AtomicU32) {
+    futex_wake(word, i32::MAX);
+}
+
+/// Wakes at most `count` waiters blocked on `word`.
+#[cfg(target_os = "linux")]
+pub fn futex_wake(word: &AtomicU32, count: i32) {
     // SAFETY: `word` is a live, aligned u32.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX, std::ptr::null::<u8>(), 0, 0);
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, count, std::ptr::null::<u8>(), 0, 0);
     }
 }
 
@@ -103,7 +108,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn futex_wake_all(_word: &AtomicU32) {}
+pub fn futex_wake(_word: &AtomicU32, _count: i32) {}
 
 /// Waits until `word` differs from `value` (no timeout).
 pub fn wait_while_equal(word: &AtomicU32, value: u32) {

@@ -1,12 +1,12 @@
-//! The contention report in quick mode, for one strategy with two contenders
-//! per mode: the oracle must stay at zero and the CSV must carry the expected
-//! columns. Behaviour only: no figure of time is judged.
+//! The contention report in quick mode, for one strategy and the floor with
+//! two contenders per mode: the oracle must stay at zero and the CSV must
+//! carry the expected columns. Behaviour only: no figure of time is judged.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use bench::pool::Mode;
-use bench::report::{self, output::CSV_COLUMNS, Config};
+use bench::report::{self, output::CSV_COLUMNS, Config, Contestant};
 use lockcore::Scheme;
 
 fn scratch(name: &str) -> PathBuf {
@@ -19,7 +19,7 @@ fn scratch(name: &str) -> PathBuf {
 fn quick_report_keeps_the_oracle_at_zero_and_writes_its_csv() {
     let out = scratch("report-smoke");
     let config = Config {
-        strategies: vec![Scheme::Flock],
+        strategies: vec![Contestant::Lock(Scheme::Flock), Contestant::Floor],
         contenders: vec![2],
         out: out.clone(),
         ..Config::parse_args(["--quick".to_string()]).expect("--quick parses")
@@ -27,9 +27,11 @@ fn quick_report_keeps_the_oracle_at_zero_and_writes_its_csv() {
     assert!(config.quick && config.rounds == 1);
     let report = report::run(&config, &mut |_| {});
 
-    assert_eq!(report.cells.len(), 2, "one cell per mode");
-    for (cell, mode) in report.cells.iter().zip(Mode::ALL) {
-        assert_eq!((cell.strategy, cell.mode, cell.contenders), ("flock", mode, 2));
+    let expected: Vec<(&str, Mode)> =
+        ["flock", "floor"].into_iter().flat_map(|name| Mode::ALL.map(|mode| (name, mode))).collect();
+    assert_eq!(report.cells.len(), expected.len(), "one cell per contestant and mode");
+    for (cell, &(name, mode)) in report.cells.iter().zip(&expected) {
+        assert_eq!((cell.strategy, cell.mode, cell.contenders), (name, mode, 2));
         assert_eq!(cell.overlaps, 0, "two holders at once in {mode:?}");
         assert_eq!(cell.fence_regressions, 0, "a fence went back in {mode:?}");
         assert_eq!(cell.lost, 0, "a release found its lock taken in {mode:?}");
@@ -66,17 +68,20 @@ fn quick_report_keeps_the_oracle_at_zero_and_writes_its_csv() {
         assert!(header.contains(&column), "CSV lacks {column}");
     }
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), expected.len());
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    for (row, mode) in rows.iter().zip(["threads", "processes"]) {
+    for (row, &(name, mode)) in rows.iter().zip(&expected) {
         assert_eq!(row.len(), header.len());
-        assert_eq!((row[col("strategy")], row[col("mode")], row[col("contenders")]), ("flock", mode, "2"));
+        assert_eq!((row[col("strategy")], row[col("mode")], row[col("contenders")]), (name, mode.name(), "2"));
         assert_eq!(row[col("overlaps")], "0");
     }
+    assert_eq!(rows[2][col("fs")], "memory", "the floor keeps no file");
     for name in ["throughput.svg", "fairness.svg", "cpu.svg", "handoff_cdf.svg"] {
         let svg = std::fs::read_to_string(out.join(name)).expect("read svg");
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{name} is not an SVG");
-        assert!(svg.contains("flock · threads") && svg.contains("flock · processes"), "{name} lacks its legend");
+        for (contestant, mode) in &expected {
+            assert!(svg.contains(&format!("{contestant} · {}", mode.name())), "{name} lacks its legend");
+        }
     }
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -48,6 +48,7 @@
 //! `redis-server` the redis cells are skipped with a line that says so,
 //! except under CI (`CI` set), where the run fails: CI installs it.
 
+pub mod floor;
 pub mod hist;
 pub mod output;
 pub mod svg;
@@ -61,7 +62,41 @@ use lockcore::{Lock, ReleaseOutcome, Scheme, TargetKind};
 use crate::pool::{Mode, MAX_WORKERS};
 use crate::redis::Transport;
 use crate::sys::{self, SharedMap, Zeroable};
+use floor::FifoFloor;
 use hist::{Hist, SharedHist};
+
+/// What a cell measures: a lock of this library, or the floor beside them
+/// ([`floor`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contestant {
+    Lock(Scheme),
+    Floor,
+}
+
+impl Contestant {
+    /// Every scheme of this build, then the floor: the default run.
+    pub fn all() -> Vec<Contestant> {
+        Scheme::ALL.iter().map(|&s| Contestant::Lock(s)).chain([Contestant::Floor]).collect()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Contestant::Lock(scheme) => scheme.name(),
+            Contestant::Floor => floor::NAME,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Contestant> {
+        Contestant::all().into_iter().find(|c| c.name() == name)
+    }
+
+    pub fn scheme(self) -> Option<Scheme> {
+        match self {
+            Contestant::Lock(scheme) => Some(scheme),
+            Contestant::Floor => None,
+        }
+    }
+}
 
 /// How the holder spends the critical section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +124,7 @@ pub struct Config {
     /// Measuring time of the whole run when `duration` is not given.
     pub budget: Duration,
     pub rounds: u32,
-    pub strategies: Vec<Scheme>,
+    pub strategies: Vec<Contestant>,
     pub contenders: Vec<usize>,
     pub modes: Vec<Mode>,
     /// Time held inside the critical section.
@@ -118,7 +153,7 @@ impl Default for Config {
             duration: None,
             budget: Duration::from_secs(105),
             rounds: 3,
-            strategies: Scheme::ALL.to_vec(),
+            strategies: Contestant::all(),
             contenders: vec![1, 2, 4, 8, 16],
             modes: Mode::ALL.to_vec(),
             critical: Duration::from_micros(50),
@@ -162,9 +197,9 @@ impl Config {
         Duration::from_millis((share / 10 * 10).clamp(least, most))
     }
 
-    /// The command's help, listing the schemes of `Scheme::ALL`.
+    /// The command's help, listing the schemes of `Scheme::ALL` and the floor.
     pub fn usage() -> String {
-        let schemes: Vec<&str> = Scheme::ALL.iter().map(|s| s.name()).collect();
+        let names: Vec<&str> = Contestant::all().into_iter().map(Contestant::name).collect();
         format!(
             "\
 contention: throughput, fairness, wait, handoff and CPU of every lock strategy under contention
@@ -175,7 +210,8 @@ usage: cargo run --release -p bench --bin contention -- [options]
                       shared out, at most 1s per cell and round)
   --budget D          measuring time of the whole run when --duration is not given (105s; --quick: 6s)
   --rounds N          cells run round-robin N times and are merged (3; --quick: 1)
-  --strategies LIST   comma-separated schemes (all: {})
+  --strategies LIST   comma-separated schemes, and `floor`, a fair futex lock with nothing else to
+                      do, measured beside them (all: {})
   --contenders LIST   comma-separated worker counts (1,2,4,8,16; --quick: 1,2,8)
   --modes LIST        threads,processes (both)
   --critical-us N     time the holder keeps the lock (50)
@@ -190,7 +226,7 @@ usage: cargo run --release -p bench --bin contention -- [options]
   --quick             the short CI run; explicit options still win
 
 Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on bad usage.",
-            schemes.join(",")
+            names.join(",")
         )
     }
 
@@ -244,8 +280,8 @@ Exits 1 if the overlap oracle saw two holders at once (or a fence go back), 2 on
                 "--strategies" => {
                     config.strategies = list(&value)
                         .map(|name| {
-                            Scheme::from_name(name.as_bytes()).ok_or_else(|| {
-                                let known: Vec<_> = Scheme::ALL.iter().map(|s| s.name()).collect();
+                            Contestant::from_name(name).ok_or_else(|| {
+                                let known: Vec<_> = Contestant::all().into_iter().map(Contestant::name).collect();
                                 bad(&format!("unknown strategy {name:?} (known: {})", known.join(",")))
                             })
                         })
@@ -342,6 +378,8 @@ struct Arena {
     last_release_by: AtomicU64,
     last_release_ns: AtomicU64,
     slots: [Slot; MAX_WORKERS],
+    /// The lock of a floor cell.
+    floor: FifoFloor,
 }
 
 // SAFETY: atomics and arrays of atomics only.
@@ -361,13 +399,51 @@ struct Work {
     outside: Duration,
 }
 
-fn worker(arena: &Arena, index: usize, spec: &[u8], work: Work) {
+/// What a cell's workers take turns at: a lock opened from a spec, each
+/// worker its own handle, or the arena's floor.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Spec(&'a [u8]),
+    Floor,
+}
+
+/// One worker's way to the lock.
+enum Contender<'a> {
+    // Boxed: a handle keeps its buffers inline.
+    Lock(Box<Lock>),
+    Floor(&'a FifoFloor),
+}
+
+impl Contender<'_> {
+    /// The fence of the acquisition.
+    fn acquire(&mut self) -> Result<u64, ()> {
+        match self {
+            Contender::Lock(lock) => lock.acquire(Some(ACQUIRE_BUDGET)).map(|acquired| acquired.fence).map_err(drop),
+            Contender::Floor(floor) => Ok(floor.acquire()),
+        }
+    }
+
+    fn release(&mut self) -> Result<ReleaseOutcome, ()> {
+        match self {
+            Contender::Lock(lock) => lock.release(Duration::ZERO).map_err(drop),
+            Contender::Floor(floor) => {
+                floor.release();
+                Ok(ReleaseOutcome::Released)
+            }
+        }
+    }
+}
+
+fn worker(arena: &Arena, index: usize, target: Target<'_>, work: Work) {
     let Work { critical, hold, outside } = work;
     let slot = &arena.slots[index];
     let me = index as u64 + 1;
-    let lock = Lock::open(spec);
+    let contender = match target {
+        Target::Spec(spec) => Lock::open(spec).map(|lock| Contender::Lock(Box::new(lock))).map_err(drop),
+        Target::Floor => Ok(Contender::Floor(&arena.floor)),
+    };
     sys::bump_and_wake(&arena.ready);
-    let Ok(mut lock) = lock else {
+    let Ok(mut lock) = contender else {
         slot.errors.fetch_add(1, Ordering::Relaxed);
         return;
     };
@@ -378,10 +454,10 @@ fn worker(arena: &Arena, index: usize, spec: &[u8], work: Work) {
     let mut first = true;
     while std::mem::take(&mut first) || arena.stop.load(Ordering::Relaxed) == 0 {
         let asked = sys::mono_ns();
-        let acquired = lock.acquire(Some(ACQUIRE_BUDGET));
+        let acquired = lock.acquire();
         let inside = sys::mono_ns();
-        let acquired = match acquired {
-            Ok(acquired) => acquired,
+        let fence = match acquired {
+            Ok(fence) => fence,
             Err(_) => {
                 slot.errors.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(1));
@@ -391,7 +467,7 @@ fn worker(arena: &Arena, index: usize, spec: &[u8], work: Work) {
         if arena.inside.fetch_add(1, Ordering::SeqCst) != 0 {
             arena.overlaps.fetch_add(1, Ordering::SeqCst);
         }
-        if arena.last_fence.fetch_max(acquired.fence, Ordering::SeqCst) >= acquired.fence {
+        if arena.last_fence.fetch_max(fence, Ordering::SeqCst) >= fence {
             arena.fence_regressions.fetch_add(1, Ordering::SeqCst);
         }
         let released_at = arena.last_release_ns.load(Ordering::SeqCst);
@@ -425,7 +501,7 @@ fn worker(arena: &Arena, index: usize, spec: &[u8], work: Work) {
         let releasing = sys::mono_ns();
         arena.last_release_ns.store(releasing, Ordering::SeqCst);
         slot.held_ns.fetch_add(releasing - inside, Ordering::Relaxed);
-        let released = lock.release(Duration::ZERO);
+        let released = lock.release();
         slot.release_ns.fetch_add(sys::mono_ns() - releasing, Ordering::Relaxed);
         match released {
             Ok(ReleaseOutcome::Released) => {}
@@ -467,6 +543,8 @@ fn drive(arena: &Arena, workers: usize, duration: Duration) -> u64 {
 /// The merged figures of one strategy x mode x contenders.
 #[derive(Clone, Debug)]
 pub struct Cell {
+    pub contestant: Contestant,
+    /// The contestant's name.
     pub strategy: &'static str,
     pub mode: Mode,
     pub contenders: usize,
@@ -504,9 +582,10 @@ pub struct Cell {
 }
 
 impl Cell {
-    fn new(strategy: &'static str, mode: Mode, contenders: usize, place: String) -> Cell {
+    fn new(contestant: Contestant, mode: Mode, contenders: usize, place: String) -> Cell {
         Cell {
-            strategy,
+            contestant,
+            strategy: contestant.name(),
             mode,
             contenders,
             place,
@@ -630,14 +709,22 @@ impl Report {
 /// Runs every cell, `config.rounds` times round-robin; `log` hears progress,
 /// and the schemes skipped. The report's config lists only the schemes run.
 pub fn run(config: &Config, log: &mut dyn FnMut(&str)) -> Report {
-    let (homes, skipped) = crate::Homes::new(&config.dir, "contention", &config.strategies, config.redis_transport);
+    let schemes: Vec<Scheme> = config.strategies.iter().filter_map(|c| c.scheme()).collect();
+    let (homes, skipped) = crate::Homes::new(&config.dir, "contention", &schemes, config.redis_transport);
     let mut config = config.clone();
     let mut notes = Vec::new();
     for (scheme, why) in &skipped {
         let line = format!("`{}` cells skipped: {why}", scheme.name());
         log(&line);
         notes.push(line);
-        config.strategies.retain(|s| s != scheme);
+        config.strategies.retain(|s| *s != Contestant::Lock(*scheme));
+    }
+    if config.strategies.contains(&Contestant::Floor) {
+        notes.push(format!(
+            "`{}`: no lock of this library, but a ticket lock in shared memory whose waiters each sleep on a \
+             futex word of their own, woken one at a time: the least a fair hand-off that sleeps costs here.",
+            floor::NAME
+        ));
     }
     if let Some(server) = homes.redis().filter(|_| config.strategies.iter().any(|s| s.name() == "redis")) {
         let how = match server.transport() {
@@ -653,31 +740,34 @@ pub fn run(config: &Config, log: &mut dyn FnMut(&str)) -> Report {
         ));
     }
     if let Some(mode) = config.lock_mode {
-        if mode & 0o022 != 0 && config.strategies.contains(&Scheme::Shm) {
+        if mode & 0o022 != 0 && config.strategies.contains(&Contestant::Lock(Scheme::Shm)) {
             let line = format!("`shm` cells skipped: its locks are private, and mode={mode:04o} shares them");
             log(&line);
             notes.push(line);
-            config.strategies.retain(|s| *s != Scheme::Shm);
+            config.strategies.retain(|s| *s != Contestant::Lock(Scheme::Shm));
         }
         notes.push(format!("File locks made with `mode={mode:04o}`."));
     }
     let mut cells = Vec::new();
-    for &scheme in &config.strategies {
+    for &contestant in &config.strategies {
+        let place = contestant.scheme().map_or_else(|| floor::PLACE.to_string(), |scheme| homes.place(scheme));
         for &mode in &config.modes {
             for &n in &config.contenders {
-                cells.push(Cell::new(scheme.name(), mode, n, homes.place(scheme)));
+                cells.push(Cell::new(contestant, mode, n, place.clone()));
             }
         }
     }
     for round in 0..config.rounds {
         for cell in cells.iter_mut() {
-            let name = format!("{}-{}-{}-r{round}", cell.strategy, cell.mode.name(), cell.contenders);
-            let scheme = Scheme::from_name(cell.strategy.as_bytes()).expect("a cell's strategy is a scheme");
-            let mut spec = homes.spec(scheme, &name);
-            if let (Some(mode), TargetKind::Path) = (config.lock_mode, scheme.target_kind()) {
-                spec.push_str(&format!("?mode={mode:04o}"));
-            }
-            run_round(&config, cell, spec.as_bytes());
+            let spec = cell.contestant.scheme().map(|scheme| {
+                let name = format!("{}-{}-{}-r{round}", cell.strategy, cell.mode.name(), cell.contenders);
+                let mut spec = homes.spec(scheme, &name);
+                if let (Some(mode), TargetKind::Path) = (config.lock_mode, scheme.target_kind()) {
+                    spec.push_str(&format!("?mode={mode:04o}"));
+                }
+                spec
+            });
+            run_round(&config, cell, spec.as_ref().map_or(Target::Floor, |spec| Target::Spec(spec.as_bytes())));
             log(&format!(
                 "round {}/{} {:>8} {:>9} x{:<3} {:>9.0} acq/s  oracle {}",
                 round + 1,
@@ -694,7 +784,7 @@ pub fn run(config: &Config, log: &mut dyn FnMut(&str)) -> Report {
     Report { config, fs, cells, notes }
 }
 
-fn run_round(config: &Config, cell: &mut Cell, spec: &[u8]) {
+fn run_round(config: &Config, cell: &mut Cell, target: Target<'_>) {
     let arena = SharedMap::<Arena>::new();
     let n = cell.contenders;
     let work = Work { critical: config.critical, hold: config.hold, outside: config.outside };
@@ -703,13 +793,14 @@ fn run_round(config: &Config, cell: &mut Cell, spec: &[u8]) {
         Mode::Threads => std::thread::scope(|scope| {
             for index in 0..n {
                 let arena = &*arena;
-                scope.spawn(move || worker(arena, index, spec, work));
+                scope.spawn(move || worker(arena, index, target, work));
             }
             drive(&arena, n, duration)
         }),
         Mode::Processes => {
             let cpu_before = sys::children_cpu_ns();
-            let children: Vec<_> = (0..n).map(|index| sys::fork_child(|| worker(&arena, index, spec, work))).collect();
+            let children: Vec<_> =
+                (0..n).map(|index| sys::fork_child(|| worker(&arena, index, target, work))).collect();
             let go = drive(&arena, n, duration);
             for pid in children {
                 if sys::reap(pid, true) != Some(0) {

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::svg::{Axis, Chart, Scale, Series, PALETTE};
-use super::{Cell, Report};
+use super::{Cell, Contestant, Report};
 use crate::pool::Mode;
 
 /// The CSV columns, in order. Times are microseconds; CPU is microseconds of
@@ -20,7 +20,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "hold_mean_us",
     "outside_us",
     // The file system type, or for a lock kept on a server, its scheme and
-    // transport (`redis-tcp`).
+    // transport (`redis-tcp`); `memory` for the floor.
     "fs",
     "acquisitions",
     "acq_per_s",
@@ -171,25 +171,26 @@ impl Report {
         s
     }
 
-    /// The strategies in the order of `Scheme::ALL`, each with its color.
-    fn color(&self, strategy: &str) -> String {
-        let index = lockcore::Scheme::ALL.iter().position(|s| s.name() == strategy).unwrap_or(0);
+    /// The strategies in the order of `Scheme::ALL`, then the floor, each
+    /// with its color.
+    fn color(&self, contestant: Contestant) -> String {
+        let index = Contestant::all().iter().position(|&c| c == contestant).unwrap_or(0);
         PALETTE[index % PALETTE.len()].to_string()
     }
 
     fn series_over_contenders(&self, value: impl Fn(&Cell) -> f64) -> Vec<Series> {
         let mut out = Vec::new();
-        for &scheme in &self.config.strategies {
+        for &contestant in &self.config.strategies {
             for &mode in &self.config.modes {
                 let points = self
                     .cells
                     .iter()
-                    .filter(|c| c.strategy == scheme.name() && c.mode == mode)
+                    .filter(|c| c.contestant == contestant && c.mode == mode)
                     .map(|c| (c.contenders as f64, value(c)))
                     .collect();
                 out.push(Series {
-                    label: format!("{} · {}", scheme.name(), mode.name()),
-                    color: self.color(scheme.name()),
+                    label: format!("{} · {}", contestant.name(), mode.name()),
+                    color: self.color(contestant),
                     dashed: mode == Mode::Processes,
                     markers: true,
                     points,
@@ -248,18 +249,18 @@ impl Report {
         let top = self.config.contenders.iter().copied().max().unwrap_or(1);
         let others = top > 1;
         let mut cdf_series = Vec::new();
-        for &scheme in &self.config.strategies {
+        for &contestant in &self.config.strategies {
             for &mode in &self.config.modes {
                 let Some(cell) =
-                    self.cells.iter().find(|c| c.strategy == scheme.name() && c.mode == mode && c.contenders == top)
+                    self.cells.iter().find(|c| c.contestant == contestant && c.mode == mode && c.contenders == top)
                 else {
                     continue;
                 };
                 let hist = if others { &cell.handoff } else { &cell.handoff_all };
                 let points = hist.cdf().into_iter().map(|(ns, f)| (ns as f64 / 1e3, f)).collect();
                 cdf_series.push(Series {
-                    label: format!("{} · {} ({})", scheme.name(), mode.name(), hist.total()),
-                    color: self.color(scheme.name()),
+                    label: format!("{} · {} ({})", contestant.name(), mode.name(), hist.total()),
+                    color: self.color(contestant),
                     dashed: mode == Mode::Processes,
                     markers: false,
                     points,

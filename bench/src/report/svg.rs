@@ -45,7 +45,8 @@ pub struct Chart {
 }
 
 /// Colors that stay apart on white and for most color-blind readers.
-pub const PALETTE: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
+pub const PALETTE: &[&str] =
+    &["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
 
 const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 540.0;
