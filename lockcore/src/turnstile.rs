@@ -490,9 +490,14 @@ impl Turnstile {
                 // Nobody waits.
                 return;
             }
-            if self.is_live(number, me) {
+            if let Some(pid) = self.claimant(number) {
+                // Woken before its owner is judged alive, so that the system
+                // call that judges it is not on the way to the next holder:
+                // one judged gone was woken for nothing.
                 self.wake(number);
-                return;
+                if lives(pid, me) {
+                    return;
+                }
             }
             if self.serving().compare_exchange(number, number.wrapping_add(1), SeqCst, SeqCst).is_err() {
                 return;
@@ -515,13 +520,21 @@ impl Turnstile {
 
     /// Whether ticket `number` is held by a process that lives.
     fn is_live(&self, number: u32, me: i32) -> bool {
+        self.claimant(number).is_some_and(|pid| lives(pid, me))
+    }
+
+    /// The process that holds ticket `number`; `None` for a ticket given up,
+    /// or a slot that holds another ticket's claim.
+    fn claimant(&self, number: u32) -> Option<i32> {
         let claim = self.claim(number).load(SeqCst);
         let pid = claim_pid(claim);
-        if claim_number(claim) != number || pid <= 0 {
-            return false;
-        }
-        pid == me || !matches!(sys::kill(pid, 0), Err(sys::Errno::ESRCH))
+        (claim_number(claim) == number && pid > 0).then_some(pid)
     }
+}
+
+/// Whether process `pid` lives; `me` is the caller's pid, alive by definition.
+fn lives(pid: i32, me: i32) -> bool {
+    pid == me || !matches!(sys::kill(pid, 0), Err(sys::Errno::ESRCH))
 }
 
 /// Opens (or makes, with `initial`) the turnstile's file. Its errors do not
