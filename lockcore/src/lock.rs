@@ -775,7 +775,8 @@ impl WakeSource for OwnWakeOf<'_, '_> {
     fn arm(&mut self) -> Result<(), Error> {
         let Ok(mut lock) = self.0.try_borrow_mut() else { return Ok(()) };
         match lock.strategy.abilities().as_own_wake() {
-            Some(own) => own.wake_source().arm(),
+            // The waiting loop arms it before each attempt of this handle.
+            Some(own) => own.arm_for_attempt(),
             None => Ok(()),
         }
     }

@@ -307,6 +307,14 @@ pub trait Files {
 pub trait OwnWake {
     /// The wake source that waiters for this lock wait on.
     fn wake_source(&mut self) -> &mut dyn crate::wait::WakeSource;
+
+    /// Arms the wake source for an attempt at the lock that this very
+    /// strategy is about to make: a strategy that reads what a release
+    /// changes in every attempt may read it there instead, without a look
+    /// of its own.
+    fn arm_for_attempt(&mut self) -> Result<(), crate::error::Error> {
+        self.wake_source().arm()
+    }
 }
 
 /// Waits for the lock inside one call (a blocking system call, a server

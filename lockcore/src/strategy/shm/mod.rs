@@ -83,8 +83,13 @@ pub struct Shm {
     sharing: Sharing,
     signal: Option<i32>,
     mapped: Option<Mapped>,
-    /// The releases counted when the wake source was last armed.
+    /// The releases counted when the wake source was last armed, read
+    /// where the file is judged: by `arm`, or for an attempt of this handle
+    /// ([`OwnWake::arm_for_attempt`]) by that attempt, before it reads the
+    /// lease.
     armed_at: Option<u32>,
+    /// Armed, and the count is yet to be read.
+    arming: bool,
 }
 
 impl core::fmt::Debug for Shm {
@@ -207,6 +212,9 @@ impl Shm {
             // not known to be this one.
             return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
         }
+        if core::mem::take(&mut self.arming) {
+            self.armed_at = Some(mapped.map.word32(RELEASES_AT).load(SeqCst));
+        }
         Ok(&mapped.map)
     }
 
@@ -247,7 +255,7 @@ impl Shm {
 impl Strategy for Shm {
     fn open(spec: &Spec, sharing: Sharing) -> Result<Shm, Error> {
         let path = spec.file_target()?.clone();
-        Ok(Shm { path, sharing, signal: spec.options.signal, mapped: None, armed_at: None })
+        Ok(Shm { path, sharing, signal: spec.options.signal, mapped: None, armed_at: None, arming: false })
     }
 
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
@@ -326,6 +334,12 @@ impl OwnWake for Shm {
     fn wake_source(&mut self) -> &mut dyn WakeSource {
         self
     }
+
+    fn arm_for_attempt(&mut self) -> Result<(), Error> {
+        self.armed_at = None;
+        self.arming = true;
+        Ok(())
+    }
 }
 
 /// Waiting for a release: a futex wait on the count of releases, which a
@@ -333,13 +347,18 @@ impl OwnWake for Shm {
 /// directory missing) is waited for by timeouts: the attempt reports why.
 impl WakeSource for Shm {
     fn arm(&mut self) -> Result<(), Error> {
-        // Through `mapping`, which judges the file first: one cut short in
+        // Read by `mapping`, which judges the file first: one cut short in
         // place since the last call is not touched.
-        self.armed_at = self.mapping().ok().map(|map| map.word32(RELEASES_AT).load(SeqCst));
+        self.arm_for_attempt()?;
+        let _ = self.mapping();
         Ok(())
     }
 
     fn wait(&mut self, timeout: Duration) -> Wake {
+        if self.arming {
+            // No attempt has judged the file since it was armed.
+            let _ = self.mapping();
+        }
         let (Some(seen), Some(mapped)) = (self.armed_at, &self.mapped) else {
             sys::sleep(timeout);
             return Wake::TimedOut;
@@ -437,6 +456,25 @@ mod tests {
         assert_eq!(seen.holder.map(|h| h.this_handle), Some(true), "the lease is still ours: {seen:?}");
         assert_eq!(seen.last_fence, first.fence);
         assert_eq!(lock.release(Duration::ZERO).unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// Armed for the attempt of its own handle, the wake source reads the
+    /// count of releases in that attempt: a release between the attempt
+    /// and the wait still wakes the waiter.
+    #[test]
+    fn a_release_after_an_attempt_armed_for_wakes_the_waiter() {
+        let d = dir("armed-for-attempt");
+        let mut holder = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        holder.try_acquire().unwrap();
+        let mut waiter = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        waiter.inspect().unwrap();
+        mapped(&mut waiter).arm_for_attempt().unwrap();
+        assert!(mapped(&mut waiter).arming, "armed, with nothing read yet");
+        assert!(matches!(waiter.try_acquire(), Err(Error::Busy(_))));
+        assert!(!mapped(&mut waiter).arming, "the attempt read the count");
+        assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+        assert_eq!(mapped(&mut waiter).wait(Duration::from_secs(30)), Wake::Woken);
+        waiter.try_acquire().expect("free after the release");
     }
 
     /// A holder that is provably dead loses the lock at once, whatever its
