@@ -133,7 +133,7 @@ pub mod internals {
         encode as encode_resp, parse as parse_resp, Parsed as RespParsed, Reply as RespReply,
     };
     pub use crate::strategy::redis::waiter_pid as redis_waiter_pid;
-    pub use crate::strategy::shm::SECTION_AT as SHM_SECTION_AT;
+    pub use crate::strategy::shm::{namespace_fold as shm_namespace_fold, SECTION_AT as SHM_SECTION_AT};
     pub use crate::strategy::toplock::line::{Grant, Header, Line, LINE_CAPACITY};
     pub use crate::strategy::toplock::queue_file::{COMPACT_AT, QUEUE_CAPACITY};
     pub use crate::strategy::toplock::replay::Replay;

@@ -30,12 +30,20 @@ const BUSY: i32 = 11;
 const REFUSED: i32 = 12;
 
 fn run_role(role: &str) {
-    assert_eq!(role, "contend");
     let spec = var("SPEC");
     let mut lock = open_lock(&spec);
-    match lock.try_acquire() {
-        Ok(_) => {
-            let _ = lock.release(Duration::ZERO);
+    // Whether the call took the lock.
+    let tried = match role {
+        "contend" => lock.try_acquire().map(|_| true),
+        // A call that waits for a `shm` page's section word as long as any.
+        "inspect" => lock.inspect().map(|_| false),
+        other => panic!("no role {other}"),
+    };
+    match tried {
+        Ok(acquired) => {
+            if acquired {
+                let _ = lock.release(Duration::ZERO);
+            }
             std::process::exit(GOT_IT)
         }
         Err(e) if e.kind() == ErrorKind::Busy => std::process::exit(BUSY),
@@ -88,4 +96,37 @@ fn a_contender_in_another_time_namespace_does_not_break_a_live_holder() {
     let wrapper = ["unshare", "--time", "--boottime", "7200"];
     a_contender_in("timens", &wrapper, "ttl=1h", &[Scheme::Toplock]);
     a_contender_in("timens-stale-none", &wrapper, "ttl=1h&stale=none", &[Scheme::Toplock]);
+}
+
+/// A holder of this namespace stopped (SIGSTOP, a debugger, a frozen
+/// cgroup) between taking the section word of a `shm` page and naming
+/// itself beside it leaves a word with its pid and this namespace's tag.
+/// A process in a child pid namespace, which cannot see that pid, must not
+/// take the word from it, however long it waits.
+#[test]
+fn a_stopped_holder_of_a_shm_section_word_is_not_taken_over_from_another_pid_namespace() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let wrapper = ["unshare", "--pid", "--fork", "--mount-proc"];
+    if !unshare_works(&wrapper[1..]) {
+        eprintln!("skipped: `{}` does not run here (it needs root and the namespace)", wrapper.join(" "));
+        return;
+    }
+    let dir = TestDir::new("pidns-section");
+    let path = dir.join("lock");
+    let spec = format!("shm:{}", path.display());
+    open_lock(&spec).inspect().unwrap();
+    let mut stopped = Command::new("sleep").arg("60").spawn().unwrap();
+    let namespace = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
+    let tag = (u64::from(lockcore::internals::shm_namespace_fold(namespace)) << 16) | 0x1234;
+    let word = (tag << 32) | u64::from(stopped.id());
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.write_all_at(&word.to_ne_bytes(), lockcore::internals::SHM_SECTION_AT as u64).unwrap();
+    let status = child_command(&wrapper, "inspect", &[("SPEC", spec.clone())]).status().unwrap();
+    let alive = stopped.try_wait().unwrap().is_none();
+    let _ = stopped.kill();
+    let _ = stopped.wait();
+    assert!(alive, "the holder lived throughout");
+    assert_eq!(status.code(), Some(BUSY), "{spec}: taken from live pid {} of this namespace: {status}", stopped.id());
+    file.write_all_at(&0u64.to_ne_bytes(), lockcore::internals::SHM_SECTION_AT as u64).unwrap();
+    assert!(open_lock(&spec).inspect().is_ok(), "the word, let go, is taken again");
 }

@@ -58,6 +58,7 @@ use crate::sys::{self, CPath, FileStat, FutexWait, SharedMapping};
 use crate::trust::Sharing;
 use crate::wait::{Wake, WakeSource};
 
+pub use section::namespace_fold;
 use section::{NotTaken, SectionWord};
 
 mod section;
@@ -117,13 +118,22 @@ struct Section<'m> {
 
 impl Section<'_> {
     /// Writes `state` into the slot that is not active, then makes it the
-    /// active one: a death between the two leaves the old state whole.
-    fn write(&mut self, state: &LeaseState) {
+    /// active one: a death between the two leaves the old state whole. Not
+    /// if the word was taken over meanwhile (this process was stopped, and
+    /// judged gone): the change is then not made, and the caller told to
+    /// try again.
+    fn write(&mut self, state: &LeaseState) -> Result<(), Error> {
         let active = self.map.word32(ACTIVE_AT).load(SeqCst) & 1;
         let spare = active ^ 1;
+        let held = || if self.word.is_held() { Ok(()) } else { Err(Error::Busy(Contention::Raced)) };
+        // Before the spare slot is written, which its new holder may be
+        // writing too, and before it is made current.
+        held()?;
         self.map.write_bytes(slot_at(spare), state.encode().as_bytes());
+        held()?;
         self.map.word32(ACTIVE_AT).store(spare, SeqCst);
         self.freed |= matches!(state, LeaseState::Free { .. });
+        Ok(())
     }
 }
 
@@ -262,7 +272,7 @@ impl Strategy for Shm {
         let signal = self.signal;
         let mut section = self.section(cx)?;
         let taken = section.state.take(cx, nonce, ttl, section.now, signal)?;
-        section.write(&LeaseState::Held(taken.record));
+        section.write(&LeaseState::Held(taken.record))?;
         Ok(taken)
     }
 
@@ -281,7 +291,7 @@ impl Prolong for Shm {
         let mut section = self.section(cx)?;
         let (outcome, renewed) = section.state.renew(held, section.now, ttl);
         if let Some(renewed) = renewed {
-            section.write(&LeaseState::Held(renewed));
+            section.write(&LeaseState::Held(renewed))?;
             held.expires = renewed.expires;
         }
         Ok(outcome)
@@ -293,7 +303,7 @@ impl Cooldown for Shm {
         let mut section = self.section(cx)?;
         let (outcome, free) = section.state.give_back(held, section.now, cooldown);
         if let Some(free) = free {
-            section.write(&free);
+            section.write(&free)?;
         }
         Ok(outcome)
     }
@@ -304,7 +314,7 @@ impl Break for Shm {
         let mut section = self.section(cx)?;
         match section.state.broken() {
             Some(free) => {
-                section.write(&free);
+                section.write(&free)?;
                 Ok(true)
             }
             None => Ok(false),
@@ -503,27 +513,26 @@ mod tests {
         test(map, &SectionWord::at(map, SECTION_AT), &Owner::current().unwrap().process);
     }
 
-    /// A word written over with a pid that no process has, and naming no
-    /// holder, is taken once it has stood for a second (at once if its tag
-    /// happens to carry this namespace's fold); one that names a live
-    /// holder, or a holder of another pid namespace, is waited for until
-    /// the deadline.
+    /// A word that names a live holder, or a holder of another pid
+    /// namespace, or nobody under a tag of another namespace (a holder
+    /// there stopped before it named itself, or the word written over), is
+    /// waited for until the deadline, however dead its pid looks here.
     #[test]
-    fn a_scribbled_word_is_taken_and_a_live_or_foreign_holder_is_not() {
+    fn a_live_or_foreign_holder_or_a_scribbled_word_is_never_taken() {
         with_section_word("scribble", |map, word, me| {
             let soon = || MonoTime::now().saturating_add(Duration::from_millis(100));
             let far = || MonoTime::now().saturating_add(Duration::from_secs(10));
+            let gone = u64::from(crate::process::dead_pid() as u32);
+            let other_fold = u64::from(section::namespace_fold(me.namespace) ^ 1);
 
-            map.word64(SECTION_AT).store(0x0bad_cafe_0000_0000 | 0x3fff_fff0, SeqCst);
-            assert_eq!(word.take(me, far(), &mut || true), Ok(section::Taken::FromTheDead));
-            word.release();
-
+            map.word64(SECTION_AT).store((other_fold << 48) | (0xcafe << 32) | gone, SeqCst);
+            assert_eq!(word.take(me, soon(), &mut || true), Err(NotTaken::TimedOut));
             // This very process, alive, holding it from another handle.
             map.word64(SECTION_AT).store(u64::from(me.pid as u32), SeqCst);
             assert_eq!(word.take(me, soon(), &mut || true), Err(NotTaken::TimedOut));
             // A holder that named itself, of another pid namespace: its pid
-            // means nothing here, however dead it looks.
-            let holding = (7u64 << 32) | 0x3fff_fff0;
+            // means nothing here.
+            let holding = (7u64 << 32) | gone;
             map.word64(SECTION_AT).store(holding, SeqCst);
             map.word64(SECTION_AT + section::NAMESPACE_AT).store(me.namespace ^ 1, SeqCst);
             map.word64(SECTION_AT + section::START_AT).store(12345, SeqCst);
@@ -533,6 +542,35 @@ mod tests {
             assert_eq!(word.take(me, far(), &mut || false), Err(NotTaken::FileChanged));
             map.word64(SECTION_AT).store(0, SeqCst);
         });
+    }
+
+    /// A holder that had the word taken over (it was stopped, and judged
+    /// gone) neither lets the new holder's word go nor makes its own change
+    /// current when it goes on.
+    #[test]
+    fn a_holder_whose_word_was_taken_over_changes_nothing() {
+        let d = dir("taken-over");
+        let mut lock = Lock::open(spec(&d, "?ttl=30s")).unwrap();
+        let before = lock.inspect().unwrap();
+        let shm = mapped(&mut lock);
+        let far = MonoTime::now().saturating_add(Duration::from_secs(5));
+        let cx_owner = Owner::current().unwrap();
+        let map = &shm.mapped.as_ref().unwrap().map;
+        let stale = SectionWord::at(map, SECTION_AT);
+        assert_eq!(stale.take(&cx_owner.process, far, &mut || true), Ok(section::Taken::Free));
+        assert!(stale.is_held());
+        let new_holder = (0x00ab_cdefu64 << 32) | u64::from(crate::process::dead_pid() as u32);
+        map.word64(SECTION_AT).store(new_holder, SeqCst);
+        assert!(!stale.is_held());
+        let active = map.word32(ACTIVE_AT).load(SeqCst);
+        let mut section = Section { map, word: stale, state: NEW_LEASE, now: Moment::now(None), freed: false };
+        let free = LeaseState::Free { not_before: None, fence: 1 << 40 };
+        assert_eq!(section.write(&free), Err(Error::Busy(Contention::Raced)));
+        drop(section);
+        assert_eq!(map.word32(ACTIVE_AT).load(SeqCst), active, "the change was not made current");
+        assert_eq!(map.word64(SECTION_AT).load(SeqCst), new_holder, "the new holder's word stands");
+        map.word64(SECTION_AT).store(0, SeqCst);
+        assert_eq!(lock.inspect().unwrap().last_fence, before.last_fence);
     }
 
     /// A holder killed between taking the word and naming itself: its tag

@@ -10,13 +10,20 @@
 //! the same holding for a while looks at that holder, and takes the word
 //! from it only if it is provably gone: by pid and start time, in its own
 //! pid namespace, and only if the holder named itself under the tag of
-//! this holding (a holder from another namespace is never judged by a pid
-//! that means something else here). A holder killed between taking the
-//! word and naming itself (or between unnaming itself and letting the word
-//! go) is judged by its pid alone, if the tag says it was of the judge's
-//! namespace. A word that names no holder for a whole second, and whose
-//! pid no process has, is taken too: that is what a file written over
-//! with something else looks like.
+//! this holding. A holder killed between taking the word and naming itself
+//! (or between unnaming itself and letting the word go) is judged by its
+//! pid alone, if the tag says it was of the judge's namespace. A holder
+//! from another namespace is never judged by a pid, which means something
+//! else here, nor is a word whose tag carries no fold of the judge's
+//! namespace and names nobody: a holder of another namespace stopped
+//! before it named itself looks exactly like that, and so does a word
+//! written over with something else, which only removing the file mends.
+//!
+//! A holder lets the word go only if it still holds it, and a change is
+//! made current only while its maker holds the word: a holder stopped in
+//! the middle and judged gone in error (its pid reused by a process that
+//! has since died) finds, when it goes on, that its change no longer
+//! counts.
 //!
 //! Nothing in the word is a pointer and no list of it is kept by anyone
 //! (glibc's robust mutexes keep one, through pointers stored in the
@@ -36,10 +43,6 @@ use crate::sys::{self, SharedMapping};
 /// at: a change takes microseconds, and a look reads `/proc`.
 const JUDGE_AFTER: Duration = Duration::from_millis(1);
 
-/// How long a word that names no holder is waited for before its pid alone
-/// judges it: a live holder names itself right after it takes the word.
-const UNNAMED_PATIENCE: Duration = Duration::from_secs(1);
-
 /// The bit of the low half that says someone sleeps on the word.
 const SLEEPING: u64 = 1 << 31;
 
@@ -47,6 +50,8 @@ const SLEEPING: u64 = 1 << 31;
 pub struct SectionWord<'m> {
     map: &'m SharedMapping,
     at: usize,
+    /// The value of the word while this one holds it (0: not taken).
+    holding: core::cell::Cell<u64>,
 }
 
 /// How a holding began.
@@ -82,7 +87,7 @@ const _: () = assert!(START_AT + 8 == LEN);
 impl<'m> SectionWord<'m> {
     /// The word at byte `at` of `map` (8-aligned, [`LEN`] bytes).
     pub fn at(map: &'m SharedMapping, at: usize) -> SectionWord<'m> {
-        SectionWord { map, at }
+        SectionWord { map, at, holding: core::cell::Cell::new(0) }
     }
 
     fn word(&self) -> &AtomicU64 {
@@ -120,6 +125,7 @@ impl<'m> SectionWord<'m> {
             if held == 0 {
                 if self.word().compare_exchange(0, mine, SeqCst, SeqCst).is_ok() {
                     self.name_holder(mine, me);
+                    self.holding.set(mine);
                     return Ok(Taken::Free);
                 }
                 continue;
@@ -127,9 +133,10 @@ impl<'m> SectionWord<'m> {
             let holding = held & !SLEEPING;
             if holding != seen.0 {
                 seen = (holding, now);
-            } else if now.since(seen.1) >= JUDGE_AFTER && self.holder_is_gone(holding, me, now.since(seen.1)) {
+            } else if now.since(seen.1) >= JUDGE_AFTER && self.holder_is_gone(holding, me) {
                 if self.word().compare_exchange(held, mine, SeqCst, SeqCst).is_ok() {
                     self.name_holder(mine, me);
+                    self.holding.set(mine);
                     return Ok(Taken::FromTheDead);
                 }
                 continue;
@@ -150,15 +157,39 @@ impl<'m> SectionWord<'m> {
         }
     }
 
-    /// Lets the word go, and wakes whoever sleeps on it. The holder's name
-    /// goes first, so that the page is as it was before the holding (a
-    /// judge that reads the word still held finds it unnamed, and waits).
+    /// Whether this one holds the word now: not if it never took it, let
+    /// it go, or had it taken over.
+    pub fn is_held(&self) -> bool {
+        let mine = self.holding.get();
+        mine != 0 && self.word().load(SeqCst) & !SLEEPING == mine
+    }
+
+    /// Lets the word go, if this one still holds it, and wakes whoever
+    /// sleeps on it. The holder's name goes first, so that the page is as
+    /// it was before the holding (a judge that reads the word still held
+    /// finds it unnamed, and judges it by its pid: alive).
     pub fn release(&self) {
+        if !self.is_held() {
+            self.holding.set(0);
+            return;
+        }
+        let mine = self.holding.replace(0);
         for name_at in [NAMED_AT, NAMESPACE_AT, START_AT] {
             self.map.word64(self.at + name_at).store(0, SeqCst);
         }
-        if self.word().swap(0, SeqCst) & SLEEPING != 0 {
-            sys::futex_wake(self.futex());
+        // Whoever else changes a word held as `mine` marks a sleeper once,
+        // or takes it over: a few rounds at most.
+        let mut held = self.word().load(SeqCst);
+        while held & !SLEEPING == mine {
+            match self.word().compare_exchange(held, 0, SeqCst, SeqCst) {
+                Ok(_) => {
+                    if held & SLEEPING != 0 {
+                        sys::futex_wake(self.futex());
+                    }
+                    return;
+                }
+                Err(now) => held = now,
+            }
         }
     }
 
@@ -171,9 +202,8 @@ impl<'m> SectionWord<'m> {
         self.map.word64(self.at + NAMED_AT).store(holding, SeqCst);
     }
 
-    /// Whether the holder of `holding`, unchanged for `held_for`, is
-    /// provably gone, as `me` can tell.
-    fn holder_is_gone(&self, holding: u64, me: &ProcessId, held_for: Duration) -> bool {
+    /// Whether the holder of `holding` is provably gone, as `me` can tell.
+    fn holder_is_gone(&self, holding: u64, me: &ProcessId) -> bool {
         let named = self.map.word64(self.at + NAMED_AT).load(SeqCst);
         let holder = ProcessId {
             namespace: self.map.word64(self.at + NAMESPACE_AT).load(SeqCst),
@@ -185,19 +215,17 @@ impl<'m> SectionWord<'m> {
         }
         // Not named under this holding: a holder killed or stopped between
         // taking the word and naming itself, or the word written over. Its
-        // pid judges it if its tag says it was of this namespace (a holder
-        // of another one whose fold is the same would have to be stopped
-        // in those few instructions: the wait below is for that); anything
-        // else only after a long wait. Either way, only a pid that no
-        // process has makes it gone.
+        // pid judges it only if its tag says it was of this namespace (a
+        // holder of another one whose fold is the same, stopped in those
+        // few instructions, is the one case this gets wrong), and only a
+        // pid that no process has makes it gone.
         let of_this_namespace = (holding >> 48) as u16 == namespace_fold(me.namespace);
-        (of_this_namespace || held_for >= UNNAMED_PATIENCE)
-            && (holder.pid <= 0 || matches!(sys::kill(holder.pid, 0), Err(sys::Errno::ESRCH)))
+        of_this_namespace && (holder.pid <= 0 || matches!(sys::kill(holder.pid, 0), Err(sys::Errno::ESRCH)))
     }
 }
 
 /// The 16 bits of a holding's tag that say which pid namespace its holder
 /// was in (the id of a namespace, folded).
-pub(super) fn namespace_fold(namespace: u64) -> u16 {
+pub fn namespace_fold(namespace: u64) -> u16 {
     (namespace ^ (namespace >> 16) ^ (namespace >> 32) ^ (namespace >> 48)) as u16
 }
