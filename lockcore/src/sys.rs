@@ -911,6 +911,41 @@ mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
 
+    /// Both ways of making a segment's pages present answer an error for a
+    /// page the kernel cannot give (one huge page, `SHM_NORESERVE`, while
+    /// none is free), where a touch would raise `SIGBUS`, and succeed for
+    /// an ordinary segment.
+    #[test]
+    fn a_page_that_cannot_be_had_is_an_error_not_a_fault() {
+        let (_, ordinary) = SharedMapping::new_segment(4096).unwrap();
+        assert_eq!(populate(ordinary.base, 4096), Ok(()));
+        assert_eq!(read_through_kernel(ordinary.base, 4096), Ok(()));
+        let free_huge_pages = std::fs::read_to_string("/proc/meminfo")
+            .unwrap()
+            .lines()
+            .find_map(|line| line.strip_prefix("HugePages_Free:").map(|n| n.trim().parse::<u64>().unwrap()));
+        if free_huge_pages.is_some_and(|free| free > 0) {
+            std::eprintln!("skipped: free huge pages here; a segment of them would be backed");
+            return;
+        }
+        // SAFETY: plain call; the segment is removed below.
+        let id = unsafe {
+            libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | libc::SHM_HUGETLB | libc::SHM_NORESERVE | 0o600)
+        };
+        if id < 0 {
+            std::eprintln!(
+                "skipped: no SHM_HUGETLB segment for this user (root, or vm.hugetlb_shm_group, may make one)"
+            );
+            return;
+        }
+        let base = shmat(id);
+        remove_segment(id).unwrap();
+        let huge = SharedMapping { base: base.unwrap(), len: 4096, segment: true };
+        assert!(populate(huge.base, 4096).is_err());
+        assert!(read_through_kernel(huge.base, 4096).is_err());
+        drop(huge);
+    }
+
     /// What `Owner::signal_if_alive` relies on: a pidfd signals the process
     /// it was opened for, and once that process is reaped (its pid free for
     /// reuse) it signals nobody.
@@ -987,19 +1022,23 @@ impl SharedMapping {
     }
 
     /// Attaches the System V segment `id`, read and write, if it is exactly
-    /// `len` bytes long (`EINVAL` otherwise): an id read from a file may
-    /// name any segment the caller may use, of any size, and one shorter
-    /// than `len` would fault.
+    /// `len` bytes long (`EINVAL` otherwise) and its memory can be had: an
+    /// id read from a file may name any segment the caller may use, of any
+    /// size, and one shorter than `len` would fault; so would one of huge
+    /// pages made with `SHM_NORESERVE` when none is free, which says it is
+    /// exactly `len` long.
     pub fn attach_segment(id: i32, len: usize) -> SysResult<SharedMapping> {
         // Not touched before its size is known.
         let mapping = SharedMapping { base: shmat(id)?, len, segment: true };
         // Asked once attached: the segment cannot go while attached, so the
         // size is the size of what `base` points at, not of a segment that
         // took the id after the one attached was removed.
-        match segment_status(id)?.shm_segsz == len {
-            true => Ok(mapping),
-            false => Err(Errno::EINVAL),
+        if segment_status(id)?.shm_segsz != len {
+            return Err(Errno::EINVAL);
         }
+        // Its pages, once present, stay: a segment cannot be cut short.
+        populate(mapping.base, len)?;
+        Ok(mapping)
     }
 
     /// The 32-bit word at byte `offset`, which other processes change at
@@ -1072,6 +1111,40 @@ fn shmat(id: i32) -> SysResult<core::ptr::NonNull<u8>> {
         return Err(Errno::last());
     }
     core::ptr::NonNull::new(addr.cast::<u8>()).ok_or(Errno::EINVAL)
+}
+
+/// Makes the `len` bytes at `base` present in memory, where the kernel
+/// answers an error for a page it cannot give, rather than the `SIGBUS`
+/// that a first touch would raise: `MADV_POPULATE_WRITE` (Linux 5.14), or
+/// on an older kernel, a read of each page by this very process through
+/// `process_vm_readv`.
+fn populate(base: core::ptr::NonNull<u8>, len: usize) -> SysResult<()> {
+    // SAFETY: the caller's mapping, whole; populating changes no byte.
+    if unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_POPULATE_WRITE) } == 0 {
+        return Ok(());
+    }
+    match Errno::last() {
+        Errno::EINVAL => read_through_kernel(base, len),
+        other => Err(other),
+    }
+}
+
+/// Reads a byte of each page of the `len` bytes at `base` (page-aligned)
+/// through the kernel, which answers `EFAULT` for a page it cannot give.
+fn read_through_kernel(base: core::ptr::NonNull<u8>, len: usize) -> SysResult<()> {
+    let mut byte = 0u8;
+    for offset in (0..len).step_by(4096) {
+        let local = libc::iovec { iov_base: (&mut byte as *mut u8).cast(), iov_len: 1 };
+        // The address is only handed to the kernel, which checks it.
+        let remote = libc::iovec { iov_base: base.as_ptr().wrapping_add(offset).cast(), iov_len: 1 };
+        // SAFETY: one valid iovec each way; the kernel writes one byte of
+        // ours and reads this process's memory as a debugger would.
+        let read = unsafe { libc::process_vm_readv(crate::process::pid(), &local, 1, &remote, 1, 0) };
+        if read != 1 {
+            return Err(if read < 0 { Errno::last() } else { Errno(libc::EFAULT) });
+        }
+    }
+    Ok(())
 }
 
 /// `shmctl(2)` `IPC_STAT` of segment `id`.

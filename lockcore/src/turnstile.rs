@@ -45,10 +45,11 @@
 //! file's group and mode, and marked for removal as soon as it is attached: it
 //! lasts as long as some process has it attached (an open handle that has
 //! waited), and the next to need one when it has gone makes another. An id
-//! in the file is attached only if the segment is exactly of our size and
-//! carries our header and the file's identity; a user who may write the
-//! file may point it at a segment of their own, which, like a scribble,
-//! costs turns and nothing else.
+//! in the file is attached only if the segment is exactly of our size, its
+//! memory can be had (a segment of huge pages that none backs would fault
+//! at the first touch) and it carries our header and the file's identity;
+//! a user who may write the file may point it at a segment of their own,
+//! which, like a scribble, costs turns and nothing else.
 
 use core::sync::atomic::Ordering::SeqCst;
 use core::time::Duration;
@@ -867,6 +868,38 @@ mod tests {
         assert_eq!(&kept[..15], b"not a turnstile", "the foreign segment is untouched");
         assert_eq!(theirs.word64(NEXT_AT).load(SeqCst), 0);
         drop(fresh);
+        drop(line);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A user of the lock who may make segments of huge pages names one
+    /// made with `SHM_NORESERVE`, which says it is exactly our size and
+    /// faults at the first touch while no huge page is free: it is refused
+    /// before it is touched, and a segment of ours is made instead.
+    #[test]
+    fn a_segment_of_huge_pages_that_none_backs_is_refused_untouched() {
+        let dir = fresh_dir("hugetlb");
+        let lock = lock_in(&dir);
+        let sharing = Sharing::new(0o666);
+        drop(Turnstile::open(&lock, sharing, true).unwrap());
+        // SAFETY: plain call; the segment is removed below.
+        let huge = unsafe {
+            libc::shmget(libc::IPC_PRIVATE, FILE_LEN, libc::IPC_CREAT | libc::SHM_HUGETLB | libc::SHM_NORESERVE | 0o600)
+        };
+        if huge < 0 {
+            std::fs::remove_dir_all(&dir).unwrap();
+            std::eprintln!(
+                "skipped: no SHM_HUGETLB segment for this user (root, or vm.hugetlb_shm_group, may make one)"
+            );
+            return;
+        }
+        let file = std::fs::OpenOptions::new().write(true).open(dir.join("lock.turnstile")).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &huge.to_ne_bytes(), SEGMENT_ID_AT as u64).unwrap();
+        let opened = Turnstile::open(&lock, sharing, true);
+        sys::remove_segment(huge).unwrap();
+        let line = opened.expect("a segment of ours, made anew");
+        assert_ne!(named_id(&dir), huge);
+        assert_eq!(line.place(line.take(me()).unwrap()), Place::Head);
         drop(line);
         std::fs::remove_dir_all(&dir).unwrap();
     }
