@@ -549,7 +549,7 @@ fn a_line_stuffed_with_waiters_that_are_gone_holds_up_nobody_for_long() {
 /// A unix socket in front of `server` whose answers come back `delay`
 /// late, as over a slow network; questions go through at once.
 fn slow_answers(server: &Redis, delay: Duration) -> std::path::PathBuf {
-    slow_link(server, Default::default(), delay)
+    link(server, Link { answers: delay, ..Link::default() })
 }
 
 /// A unix socket in front of `server` that holds each question for as many
@@ -561,32 +561,63 @@ fn slow_link(
     questions_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
     answers: Duration,
 ) -> std::path::PathBuf {
+    link(server, Link { questions_ms, answers, ..Link::default() })
+}
+
+/// What a [`link`] does to what passes through it.
+#[derive(Default)]
+struct Link {
+    /// How long each question is held, read as it arrives.
+    questions_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// How long each answer is held.
+    answers: Duration,
+    /// On the first connection, the answer to the first script run is not
+    /// passed on: the client is cut off instead, after the server ran it.
+    cut_first_script: bool,
+}
+
+/// A unix socket in front of `server`, as `faults` say.
+fn link(server: &Redis, faults: Link) -> std::path::PathBuf {
     use std::io::{Read, Write};
     use std::os::unix::net::{UnixListener, UnixStream};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Arc;
     static LINKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let name = format!("slow-{}.sock", LINKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let name = format!("link-{}.sock", LINKS.fetch_add(1, SeqCst));
     let path = server.socket().with_file_name(name);
     let listener = UnixListener::bind(&path).unwrap();
     let upstream = server.socket();
     std::thread::spawn(move || {
-        for client in listener.incoming() {
+        for (connection, client) in listener.incoming().enumerate() {
             let Ok(client) = client else { return };
             let Ok(server) = UnixStream::connect(&upstream) else { return };
             let (mut to_server, mut from_client) = (server.try_clone().unwrap(), client.try_clone().unwrap());
-            let questions_ms = std::sync::Arc::clone(&questions_ms);
+            let questions_ms = Arc::clone(&faults.questions_ms);
+            let cutting = faults.cut_first_script && connection == 0;
+            // Set once a script went to the server, on a connection to cut.
+            let cut = Arc::new(AtomicBool::new(false));
+            let cut_by_question = Arc::clone(&cut);
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 while let Ok(n @ 1..) = from_client.read(&mut buf) {
-                    let held = questions_ms.load(std::sync::atomic::Ordering::Relaxed);
+                    let held = questions_ms.load(SeqCst);
                     std::thread::sleep(Duration::from_millis(held));
+                    if cutting && buf[..n].windows(7).any(|w| w == b"EVALSHA") {
+                        cut_by_question.store(true, SeqCst);
+                    }
                     let _ = to_server.write_all(&buf[..n]);
                 }
             });
             let (mut from_server, mut to_client) = (server, client);
+            let answers = faults.answers;
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 while let Ok(n @ 1..) = from_server.read(&mut buf) {
                     std::thread::sleep(answers);
+                    if cut.load(SeqCst) {
+                        let _ = to_client.shutdown(std::net::Shutdown::Both);
+                        return;
+                    }
                     if to_client.write_all(&buf[..n]).is_err() {
                         return;
                     }
@@ -672,4 +703,132 @@ fn a_prolong_that_reaches_the_server_too_late_does_not_bring_the_lock_back() {
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(redis.command(&["EXISTS", "lockcore:{revived}:lock"]), "0", "a lock that ran out is not brought back");
     other.try_acquire().expect("free for the others");
+}
+
+#[test]
+fn an_acquisition_cut_off_before_its_answer_is_taken_back() {
+    let Some(redis) = server(&[]) else { return };
+    // The server learns the scripts first, over the direct socket.
+    let mut direct = open_lock(&redis.spec("cut", ""));
+    direct.try_acquire().unwrap();
+    direct.release(Duration::ZERO).unwrap();
+    let cut = link(&redis, Link { cut_first_script: true, ..Link::default() });
+    // Without a ttl, a lock left behind would stay for good.
+    let mut lock = open_lock(&format!("redis://{}/cut", testkit::percent_encode(cut.to_str().unwrap())));
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::Disconnected);
+    assert!(lock.held().is_none());
+    assert_eq!(redis.command(&["EXISTS", "lockcore:{cut}:lock"]), "0", "taken back");
+    direct.try_acquire().expect("free for the others");
+}
+
+#[test]
+fn a_refused_wait_for_replicas_gives_the_lock_back() {
+    let Some(redis) = server(&[]) else { return };
+    redis.command(&["ACL", "SETUSER", "nowait", "on", ">pw", "~lockcore:*", "+@all", "-wait"]);
+    let socket = testkit::percent_encode(redis.socket().to_str().unwrap());
+    let mut lock = open_lock(&format!("redis://nowait:pw@{socket}/refused?replicas=1"));
+    let refused = lock.try_acquire();
+    assert!(matches!(&refused, Err(Error::Server(_))), "{refused:?}");
+    assert!(lock.held().is_none());
+    assert_eq!(redis.command(&["EXISTS", "lockcore:{refused}:lock"]), "0", "given back after {refused:?}");
+}
+
+/// A record this library would never write (a fence with a leading zero)
+/// of a holder that is dead on this host: refused as foreign, in one
+/// attempt, rather than judged dead and broken by bytes that are not its
+/// own, again and again.
+#[test]
+fn a_holder_record_not_as_this_library_writes_it_is_refused_at_once() {
+    let Some(redis) = server(&[]) else { return };
+    let spec = redis.spec("odd", "");
+    let fence = leave_lock(&spec, owner_as(common::dead_pid(), 1)).fence.to_string();
+    let value = redis.command(&["GET", "lockcore:{odd}:lock"]);
+    let odd = value.replacen(&format!(" {fence} "), &format!(" 0{fence} "), 1);
+    assert_ne!(odd, value, "the record carries its fence");
+    redis.command(&["SET", "lockcore:{odd}:lock", &odd]);
+    redis.command(&["CONFIG", "RESETSTAT"]);
+    let mut lock = open_lock(&spec);
+    let budget = Duration::from_millis(500);
+    let got = by_deadline(budget, || lock.acquire(Some(budget)));
+    assert_eq!(server_problem(got), ServerProblem::ForeignKeys);
+    let stats = redis.command(&["INFO", "commandstats"]);
+    let scripts: u64 = stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0);
+    assert!(scripts <= 2, "{scripts} scripts run for one refusal");
+    assert_eq!(redis.command(&["GET", "lockcore:{odd}:lock"]), odd, "left alone");
+}
+
+/// A server at `maxclients` answers a new client's first command with an
+/// error and hangs up: trouble that passes when a client leaves, not a
+/// refused login.
+#[test]
+fn a_full_server_is_waited_through_and_not_called_a_refused_login() {
+    let Some(redis) = server(&["--maxclients", "1", "--requirepass", "pw"]) else { return };
+    // The one client there is room for, logged in and answered.
+    let mut hog = std::os::unix::net::UnixStream::connect(redis.socket()).unwrap();
+    std::io::Write::write_all(&mut hog, b"AUTH pw\r\n").unwrap();
+    let mut ok = [0u8; 5];
+    std::io::Read::read_exact(&mut hog, &mut ok).unwrap();
+    assert_eq!(&ok, b"+OK\r\n");
+    let socket = testkit::percent_encode(redis.socket().to_str().unwrap());
+    let mut lock = open_lock(&format!("redis://:pw@{socket}/full?ttl=1s"));
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::NotReady);
+    let leaves = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(hog);
+    });
+    lock.acquire(Some(PATIENCE)).expect("taken once the server has room");
+    leaves.join().unwrap();
+}
+
+/// A node that sends every script to the node whose port `to` holds, with
+/// `MOVED`, and answers `TIME` itself: a cluster's seed, as far as a
+/// client can tell.
+fn moving_seed(to: std::sync::Arc<std::sync::atomic::AtomicU16>) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let to = std::sync::Arc::clone(&to);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                // One question per read: the client waits for each answer.
+                while let Ok(n @ 1..) = client.read(&mut buf) {
+                    let answer = if buf[..n].windows(4).any(|w| w == b"TIME") {
+                        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+                        let (secs, micros) = (now.as_secs().to_string(), now.subsec_micros().to_string());
+                        format!("*2\r\n${}\r\n{secs}\r\n${}\r\n{micros}\r\n", secs.len(), micros.len())
+                    } else {
+                        format!("-MOVED 1 127.0.0.1:{}\r\n", to.load(std::sync::atomic::Ordering::SeqCst))
+                    };
+                    if client.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Once the node a redirection named is gone (its slot moved to another
+/// after a failover), the handle asks the node its spec names again.
+#[test]
+fn a_handle_goes_back_to_its_seed_when_the_node_it_was_sent_to_is_gone() {
+    let Some(mut first) = server(&[]) else { return };
+    let second = Redis::start(&[]);
+    let to = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(first.port()));
+    let seed = moving_seed(std::sync::Arc::clone(&to));
+    let mut lock = open_lock(&format!("redis://127.0.0.1:{seed}/moving?ttl=10s"));
+    lock.try_acquire().expect("sent to the first node");
+    assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    first.kill();
+    to.store(second.port(), std::sync::atomic::Ordering::SeqCst);
+    lock.acquire(Some(PATIENCE)).expect("the seed sends it to the second node");
+    assert_eq!(second.command(&["EXISTS", "lockcore:{moving}:lock"]), "1");
 }

@@ -75,6 +75,9 @@ pub struct Connection {
     endpoint: Endpoint,
     /// Resolved at the first connect and kept: a name is looked up once.
     address: Option<SocketAddress>,
+    /// Whether `address` is a node a redirection named rather than the
+    /// endpoint's: forgotten when it cannot be reached.
+    redirected: bool,
     socket: Option<Fd>,
     /// The process that opened `socket`.
     opened_by: i32,
@@ -104,6 +107,7 @@ impl Connection {
         Connection {
             endpoint,
             address: None,
+            redirected: false,
             socket: None,
             opened_by: 0,
             output: [0; OUTPUT_CAPACITY],
@@ -153,6 +157,7 @@ impl Connection {
                 self.reset();
             }
             self.address = Some(address);
+            self.redirected = true;
             asking = ask;
         }
         Err(Error::Server(ServerError::said(ServerProblem::Refused, b"too many cluster redirections")))
@@ -241,14 +246,14 @@ impl Connection {
                 address
             }
         };
-        let unreachable = |errno| Error::Server(ServerError::new(ServerProblem::Unreachable, Some(errno)));
-        let (socket, connected) = sys::connect_start(&address).map_err(unreachable)?;
-        if !connected {
-            if !wait_for(&socket, Ready::Write, deadline)? {
-                return Err(Error::Server(ServerError::new(ServerProblem::NoAnswer, None)));
-            }
-            sys::socket_error(&socket).map_err(unreachable)?;
+        let connected = self.connect_to(&address, deadline);
+        if connected.is_err() && self.redirected {
+            // The node a redirection named is gone: the endpoint names the
+            // slot's owner now.
+            self.address = None;
+            self.redirected = false;
         }
+        let socket = connected?;
         self.socket = Some(socket);
         self.opened_by = crate::process::pid();
         let login = self.log_in(deadline);
@@ -256,6 +261,18 @@ impl Connection {
             self.socket = None;
         }
         login
+    }
+
+    fn connect_to(&self, address: &SocketAddress, deadline: MonoTime) -> Result<Fd, Error> {
+        let unreachable = |errno| Error::Server(ServerError::new(ServerProblem::Unreachable, Some(errno)));
+        let (socket, connected) = sys::connect_start(address).map_err(unreachable)?;
+        if !connected {
+            if !wait_for(&socket, Ready::Write, deadline)? {
+                return Err(Error::Server(ServerError::new(ServerProblem::NoAnswer, None)));
+            }
+            sys::socket_error(&socket).map_err(unreachable)?;
+        }
+        Ok(socket)
     }
 
     /// `AUTH` with the target's user and password, and `SELECT` of its
@@ -271,7 +288,12 @@ impl Connection {
             self.send(auth, deadline)?;
             self.receive(deadline)?;
             if let Reply::Error(said) = self.reply() {
-                return Err(Error::Server(ServerError::said(ServerProblem::AuthRefused, said)));
+                // A full server, or one loading, is no refused login.
+                let error = server_error(said);
+                return Err(Error::Server(match error.problem {
+                    ServerProblem::NotReady => error,
+                    _ => ServerError::said(ServerProblem::AuthRefused, said),
+                }));
             }
         }
         if let Some(db) = self.endpoint.db {
@@ -403,6 +425,8 @@ pub fn server_error(said: &[u8]) -> ServerError {
         // A client that has not logged in may send only short commands.
         _ if said.starts_with(b"ERR Protocol error: unauthenticated") => ServerProblem::AuthRefused,
         b"LOADING" | b"BUSY" | b"MASTERDOWN" | b"TRYAGAIN" | b"CLUSTERDOWN" => ServerProblem::NotReady,
+        // `maxclients`: passes as soon as another client leaves.
+        _ if said.starts_with(b"ERR max number of clients reached") => ServerProblem::NotReady,
         b"READONLY" => ServerProblem::ReadOnly,
         b"OOM" | b"MISCONF" => ServerProblem::NoWrites,
         b"WRONGTYPE" => ServerProblem::ForeignKeys,

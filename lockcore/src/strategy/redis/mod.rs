@@ -82,6 +82,12 @@ const ROUND_TRIP_FLOOR: Duration = Duration::from_millis(100);
 /// place in line, or the lock when its replicas do not have it.
 const CLEAN_UP_PATIENCE: Duration = Duration::from_millis(50);
 
+/// `cx`, its deadline moved to [`CLEAN_UP_PATIENCE`] from now if it is
+/// sooner: for what a call that is ending must still undo.
+fn cleaning_up<'c>(cx: &Context<'c>) -> Context<'c> {
+    Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(CLEAN_UP_PATIENCE)), ..*cx }
+}
+
 /// The time given, past the caller's deadline, to take back an acquisition
 /// whose answer never came: on a new connection, a few round trips.
 const WITHDRAW_PATIENCE: Duration = Duration::from_millis(250);
@@ -420,7 +426,7 @@ impl Queue for Redis {
         let Some(id) = self.waiting_as.take() else { return Ok(()) };
         // Called when the wait is over, often at its deadline: the place
         // is given up a moment after rather than left for its lease to end.
-        let cx = &Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(CLEAN_UP_PATIENCE)), ..*cx };
+        let cx = &cleaning_up(cx);
         let wake = self.keys.wake_of(&id);
         let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.alive.as_bytes(), wake.as_bytes()];
         let lease = millis(WAITER_LEASE);
@@ -546,9 +552,13 @@ impl Redis {
             given_up_at.as_bytes(),
         ];
         if let Err(error) = self.connection.eval(&ACQUIRE, &keys, &args, cx.deadline) {
-            if matches!(error, Error::Server(e) if e.problem == ServerProblem::NoAnswer) {
-                // The server may have run it all the same, for a caller
-                // that no longer waits for it.
+            // No answer in time, or a stream cut or out of step once the
+            // request may have left: the server may have run it all the
+            // same, for a caller that no longer waits for it.
+            let unanswered = |problem| {
+                matches!(problem, ServerProblem::NoAnswer | ServerProblem::Disconnected | ServerProblem::Protocol)
+            };
+            if matches!(error, Error::Server(e) if unanswered(e.problem)) {
                 self.withdraw(before.as_bytes(), id);
             }
             return Err(error);
@@ -638,12 +648,27 @@ impl Redis {
     }
 
     /// With `replicas=N`, waits (`WAIT`) until N replicas have `taken`,
-    /// within the attempt's deadline, and gives it back if they have not:
-    /// a failover to a replica without it would hand the lock out twice.
+    /// within the attempt's deadline, and gives it back if they have not
+    /// (a failover to a replica without it would hand the lock out twice),
+    /// or if that cannot be known.
     fn confirm_replicated(&mut self, cx: &Context<'_>, taken: &Record) -> Result<(), Error> {
         if self.replicas == 0 {
             return Ok(());
         }
+        let confirmed = self.replicas_acknowledge(cx);
+        if confirmed.is_err() {
+            // Too few, or `WAIT` refused or cut off: the caller hears the
+            // lock was not taken, so it is given back. Best effort, given
+            // a moment past the deadline if the wait took all of it: should
+            // it fail, the lock runs out with its ttl.
+            let _ = self.release_closed(&cleaning_up(cx), taken, Duration::ZERO);
+        }
+        confirmed
+    }
+
+    /// Waits, by the deadline, for the replicas asked for to acknowledge
+    /// what was written last on this connection.
+    fn replicas_acknowledge(&mut self, cx: &Context<'_>) -> Result<(), Error> {
         // Room is left for the server's late timeout and to give the lock
         // back; `WAIT n 0` would wait for ever.
         let left = cx.deadline.remaining_from(MonoTime::now());
@@ -663,10 +688,6 @@ impl Redis {
         if acknowledged >= i64::from(self.replicas) {
             return Ok(());
         }
-        // Best effort, given a moment past the deadline if the wait took
-        // all of it: should it fail, the lock runs out with its ttl.
-        let give_back = Context { deadline: cx.deadline.max(MonoTime::now().saturating_add(CLEAN_UP_PATIENCE)), ..*cx };
-        let _ = self.release_closed(&give_back, taken, Duration::ZERO);
         let mut said = FixedText::<64>::new();
         let _ = write!(said, "{acknowledged} of {} replicas acknowledged", self.replicas);
         Err(Error::Server(ServerError::said(ServerProblem::NotReplicated, said.as_bytes())))
@@ -684,7 +705,9 @@ impl Redis {
         now: Moment,
     ) -> Result<Holder, Error> {
         let record = match Record::parse_line(value) {
-            Some(Ok(record)) => record,
+            // Only the exact bytes this library writes: a break names the
+            // record by its bytes, re-encoded from what was parsed.
+            Some(Ok(record)) if record.encode_line().as_bytes() == value => record,
             _ => return Err(foreign()),
         };
         let judged = judge_record(cx, &record, now);
