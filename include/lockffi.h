@@ -306,7 +306,8 @@ typedef enum {
   LOCK_ERR_SERVER_UNKNOWN_HOST = 400,
   /**
    * No connection to the server could be made (refused, unreachable, no
-   * socket at the path); `errno` holds why.
+   * socket at the path: `errno` holds why), or its host name was not
+   * looked up by the call's deadline.
    */
   LOCK_ERR_SERVER_UNREACHABLE = 401,
   /**

@@ -90,6 +90,7 @@ mod owner;
 mod process;
 mod record;
 pub mod registry;
+mod resolver;
 pub mod spec;
 pub mod strategy;
 mod sys;

@@ -1344,58 +1344,40 @@ impl SocketAddress {
     }
 }
 
-/// The first address `getaddrinfo(3)` gives for the host `name` (a NUL-
-/// terminated name or numeric address) and `port`, TCP only. The C
-/// library's resolver does the work, with its own timeouts (resolv.conf's
-/// `timeout` and `attempts`), and allocates inside itself; callers resolve
-/// once and keep the address. `Err(ENOENT)` when the name does not resolve.
-pub fn resolve(name: &CStr, port: u16) -> SysResult<SocketAddress> {
-    // SAFETY: an all-zero addrinfo is a valid hints value (every field unset).
-    let mut hints: libc::addrinfo = unsafe { core::mem::zeroed() };
-    hints.ai_socktype = libc::SOCK_STREAM;
-    hints.ai_family = libc::AF_UNSPEC;
-    hints.ai_flags = libc::AI_ADDRCONFIG;
-    let mut found: *mut libc::addrinfo = core::ptr::null_mut();
-    // SAFETY: a NUL-terminated name, no service, valid hints and out-pointer.
-    let rc = unsafe { libc::getaddrinfo(name.as_ptr(), core::ptr::null(), &hints, &mut found) };
-    if rc != 0 || found.is_null() {
-        return Err(if rc == libc::EAI_SYSTEM { Errno::last() } else { Errno::ENOENT });
-    }
-    // SAFETY: on success `found` heads a list getaddrinfo made; its first
-    // entry's address is `ai_addrlen` valid bytes. The list is freed once,
-    // here, after the one address is copied out.
-    let address = unsafe {
-        let first = &*found;
-        let mut storage: libc::sockaddr_storage = core::mem::zeroed();
-        let len = (first.ai_addrlen as usize).min(core::mem::size_of::<libc::sockaddr_storage>());
-        core::ptr::copy_nonoverlapping(
-            first.ai_addr.cast::<u8>(),
-            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
-            len,
-        );
-        libc::freeaddrinfo(found);
-        SocketAddress { storage, len: len as libc::socklen_t }
-    };
-    // The port goes in by hand: the same offset in both IP families.
-    let mut address = address;
-    match address.storage.ss_family as libc::c_int {
-        libc::AF_INET => {
+impl SocketAddress {
+    /// The address of a `getaddrinfo(3)` entry, with `port`; `None` for a
+    /// family other than IPv4 and IPv6.
+    pub fn from_addrinfo(entry: &libc::addrinfo, port: u16) -> Option<SocketAddress> {
+        let family = entry.ai_family;
+        if entry.ai_addr.is_null() || !(family == libc::AF_INET || family == libc::AF_INET6) {
+            return None;
+        }
+        // SAFETY: an all-zero sockaddr_storage is a valid value.
+        let mut storage: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+        let len = (entry.ai_addrlen as usize).min(core::mem::size_of::<libc::sockaddr_storage>());
+        // SAFETY: `ai_addr` points at `ai_addrlen` valid bytes (getaddrinfo
+        // made the entry), of which no more than the storage holds are copied.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                entry.ai_addr.cast::<u8>(),
+                (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+                len,
+            )
+        };
+        // The port goes in by hand, at its place in each family.
+        match storage.ss_family as libc::c_int {
             // SAFETY: the storage holds a sockaddr_in (its family says so).
-            unsafe {
-                (*(&mut address.storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port =
-                    port.to_be()
-            }
-        }
-        libc::AF_INET6 => {
+            libc::AF_INET => unsafe {
+                (*(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port = port.to_be()
+            },
             // SAFETY: the storage holds a sockaddr_in6.
-            unsafe {
-                (*(&mut address.storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port =
-                    port.to_be()
-            }
+            libc::AF_INET6 => unsafe {
+                (*(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port = port.to_be()
+            },
+            _ => return None,
         }
-        _ => return Err(Errno::ENOENT),
+        Some(SocketAddress { storage, len: len as libc::socklen_t })
     }
-    Ok(address)
 }
 
 /// A non-blocking, close-on-exec stream socket whose `connect(2)` to

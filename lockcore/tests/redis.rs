@@ -21,7 +21,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{leave_lock, open_lock, owner_as, wait_until, PATIENCE};
+use common::{leave_lock, open_lock, owner_as, wait_until, TestDir, PATIENCE};
 use lockcore::{
     Contention, Error, ErrorKind, HostName, Liveness, ProlongOutcome, ReleaseOutcome, ServerProblem, SpecErrorKind,
 };
@@ -30,6 +30,19 @@ use testkit::Redis;
 /// How far past its deadline a call may return on a loaded machine: a
 /// bound against hangs, not a measure of speed.
 const SLACK: Duration = Duration::from_secs(1);
+
+#[test]
+fn child_entry() {
+    common::child_main(run_role);
+}
+
+fn run_role(role: &str) {
+    assert_eq!(role, "acquire");
+    let spec = common::var("SPEC");
+    let budget = Duration::from_millis(300);
+    let got = by_deadline(budget, || open_lock(&spec).acquire(Some(budget)));
+    assert!(matches!(got, Err(Error::Timeout(_) | Error::Server(_))), "{spec}: {got:?}");
+}
 
 /// A private server, or `None` (the test says it is skipped) without one.
 fn server(extra: &[&str]) -> Option<Redis> {
@@ -831,4 +844,29 @@ fn a_handle_goes_back_to_its_seed_when_the_node_it_was_sent_to_is_gone() {
     to.store(second.port(), std::sync::atomic::Ordering::SeqCst);
     lock.acquire(Some(PATIENCE)).expect("the seed sends it to the second node");
     assert_eq!(second.command(&["EXISTS", "lockcore:{moving}:lock"]), "1");
+}
+
+/// With a name server that never answers, a target named by a host name
+/// costs a call no more than its deadline: the lookup is waited for only
+/// that long (the resolver's own timeout is 3 s here, tried twice).
+#[test]
+fn a_host_name_no_name_server_answers_for_costs_no_more_than_the_deadline() {
+    let own_mounts = ["unshare", "--mount", "--propagation", "private", "true"];
+    if !std::process::Command::new(own_mounts[0]).args(&own_mounts[1..]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: `unshare --mount` does not run here (it needs root)");
+        return;
+    }
+    // Bound, never read: queries to it go unanswered.
+    let Ok(_silent) = std::net::UdpSocket::bind("127.9.9.9:53") else {
+        eprintln!("skipped: no port 53 to bind on 127.9.9.9 (it needs root)");
+        return;
+    };
+    let dir = TestDir::new("silent-resolver");
+    let conf = dir.join("resolv.conf");
+    std::fs::write(&conf, "nameserver 127.9.9.9\noptions timeout:3 attempts:2\n").unwrap();
+    let bind = format!("mount --bind '{}' /etc/resolv.conf && exec \"$@\"", conf.display());
+    let wrapper = ["unshare", "--mount", "--propagation", "private", "sh", "-c", &bind, "sh"];
+    let spec = "redis://never-answered.invalid:6379/silent?ttl=1s".to_string();
+    let status = common::child_command(&wrapper, "acquire", &[("SPEC", spec)]).status().unwrap();
+    assert!(status.success(), "the call waited for the resolver past its deadline, or failed otherwise: {status}");
 }

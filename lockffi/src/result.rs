@@ -142,7 +142,8 @@ pub enum lock_result {
     /// The server's host name does not resolve.
     LOCK_ERR_SERVER_UNKNOWN_HOST = 400,
     /// No connection to the server could be made (refused, unreachable, no
-    /// socket at the path); `errno` holds why.
+    /// socket at the path: `errno` holds why), or its host name was not
+    /// looked up by the call's deadline.
     LOCK_ERR_SERVER_UNREACHABLE = 401,
     /// The server did not answer by the call's deadline (stopped,
     /// overloaded, cut off). The connection was dropped; a release or

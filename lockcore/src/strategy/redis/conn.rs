@@ -14,6 +14,7 @@ use super::resp::{self, Parsed, Reply};
 use crate::clock::MonoTime;
 use crate::endpoint::{Endpoint, Host};
 use crate::error::{Error, ServerError, ServerProblem};
+use crate::resolver::{self, NotResolved};
 use crate::sys::{self, Errno, Fd, Ready, SocketAddress};
 
 /// Room for one command: a script's name and its keys and arguments, each
@@ -56,8 +57,8 @@ impl<'a> Redirect<'a> {
 
     /// The node's address: an IP address, as nodes announce themselves,
     /// or a name (`cluster-announce-hostname`) for the resolver.
-    fn address(&self) -> Result<SocketAddress, Error> {
-        host_address(self.host, self.port)
+    fn address(&self, deadline: MonoTime) -> Result<SocketAddress, Error> {
+        host_address(self.host, self.port, deadline)
     }
 }
 
@@ -149,7 +150,7 @@ impl Connection {
             self.exchange_here(args, asking, deadline)?;
             let Reply::Error(said) = self.reply() else { return Ok(()) };
             let Some(redirect) = Redirect::of(said) else { return Ok(()) };
-            let (address, ask) = (redirect.address()?, redirect.ask);
+            let (address, ask) = (redirect.address(deadline)?, redirect.ask);
             // The node that owns the slot now: every later question goes
             // there too (`MOVED`); for `ASK`, only this one is its, but the
             // next one is sent back by a `MOVED` as long as the slot moves.
@@ -241,7 +242,7 @@ impl Connection {
         let address = match self.address {
             Some(address) => address,
             None => {
-                let address = address_of(&self.endpoint)?;
+                let address = address_of(&self.endpoint, deadline)?;
                 self.address = Some(address);
                 address
             }
@@ -390,18 +391,20 @@ fn wait_for(socket: &Fd, ready: Ready, deadline: MonoTime) -> Result<bool, Error
 }
 
 /// Where the target's server listens: a unix socket, an IP address, or a
-/// name the C library's resolver looks up.
-fn address_of(endpoint: &Endpoint) -> Result<SocketAddress, Error> {
+/// name the C library's resolver looks up, by `deadline`.
+fn address_of(endpoint: &Endpoint, deadline: MonoTime) -> Result<SocketAddress, Error> {
     match &endpoint.host {
         Host::Socket(path) => SocketAddress::unix(path)
             .map_err(|errno| Error::Server(ServerError::new(ServerProblem::Unreachable, Some(errno)))),
-        Host::Net { name, port } => host_address(name.as_bytes(), port.unwrap_or(DEFAULT_PORT)),
+        Host::Net { name, port } => host_address(name.as_bytes(), port.unwrap_or(DEFAULT_PORT), deadline),
     }
 }
 
 /// The address of `host`: an IP address in text, or a name the C
-/// library's resolver looks up.
-fn host_address(host: &[u8], port: u16) -> Result<SocketAddress, Error> {
+/// library's resolver looks up, by `deadline`. A resolver that does not
+/// answer in time, or cannot now, leaves the server unreachable for now;
+/// one that says there is no such name, for good.
+fn host_address(host: &[u8], port: u16, deadline: MonoTime) -> Result<SocketAddress, Error> {
     let unknown = || Error::Server(ServerError::said(ServerProblem::UnknownHost, host));
     let text = core::str::from_utf8(host).map_err(|_| unknown())?;
     if let Ok(ip) = text.parse::<core::net::IpAddr>() {
@@ -414,7 +417,12 @@ fn host_address(host: &[u8], port: u16) -> Result<SocketAddress, Error> {
     if c_name.to_bytes().len() != host.len() {
         return Err(unknown());
     }
-    sys::resolve(c_name, port).map_err(|_| unknown())
+    resolver::resolve(c_name, port, deadline).map_err(|why| match why {
+        NotResolved::NoSuchHost => unknown(),
+        NotResolved::NotNow => {
+            Error::Server(ServerError::said(ServerProblem::Unreachable, b"the resolver did not answer"))
+        }
+    })
 }
 
 /// The error an error answer stands for, by its first word.
@@ -466,7 +474,7 @@ mod tests {
             (true, &b"::1"[..], 7000),
             "an IPv6 node: the port after the last colon"
         );
-        assert!(ask.address().is_ok());
+        assert!(ask.address(MonoTime::now()).is_ok(), "a numeric address, with no time to look anything up");
         for not_one in [&b"MOVED 3999"[..], b"MOVED 1 host", b"MOVED 1 host:99999", b"ERR MOVED 1 h:1", b"ASKING"] {
             assert!(Redirect::of(not_one).is_none(), "{:?}", core::str::from_utf8(not_one));
         }
