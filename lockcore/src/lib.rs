@@ -132,6 +132,7 @@ pub mod internals {
     pub use crate::strategy::lease::{LeaseState, LEASE_RECORD_LEN};
     pub use crate::strategy::redis::resp::{
         encode as encode_resp, parse as parse_resp, Parsed as RespParsed, Reply as RespReply,
+        LONGEST_REPLY as RESP_LONGEST_REPLY,
     };
     pub use crate::strategy::redis::waiter_pid as redis_waiter_pid;
     pub use crate::strategy::shm::{namespace_fold as shm_namespace_fold, SECTION_AT as SHM_SECTION_AT};

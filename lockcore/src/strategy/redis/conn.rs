@@ -22,8 +22,8 @@ use crate::sys::{self, Errno, Fd, Ready, SocketAddress};
 /// with `EVAL`, is the largest).
 const OUTPUT_CAPACITY: usize = 8 * 1024;
 
-/// Room for one answer: a record and a few numbers.
-const INPUT_CAPACITY: usize = 4 * 1024;
+/// Room for one answer.
+const INPUT_CAPACITY: usize = resp::LONGEST_REPLY;
 
 /// The port a target without one means.
 pub const DEFAULT_PORT: u16 = 6379;

@@ -15,6 +15,11 @@ use crate::text::{parse_i64, FixedText};
 /// ones, and a server never nests far.
 const MAX_DEPTH: u32 = 8;
 
+/// The longest reply this library reads: a record and a few numbers. A
+/// bulk string or an array said to be longer is malformed at once, rather
+/// than waited for until the deadline.
+pub const LONGEST_REPLY: usize = 4 * 1024;
+
 /// One reply, borrowed from the bytes it was parsed from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply<'a> {
@@ -160,7 +165,7 @@ fn parse_at(bytes: &[u8], depth: u32) -> Result<Parsed<'_>, Malformed> {
 fn length(line: &[u8]) -> Result<Option<usize>, Malformed> {
     match parse_i64(line) {
         Some(-1) => Ok(None),
-        Some(n) if n >= 0 => usize::try_from(n).map(Some).map_err(|_| Malformed),
+        Some(n) if (0..=LONGEST_REPLY as i64).contains(&n) => Ok(Some(n as usize)),
         _ => Err(Malformed),
     }
 }
@@ -239,6 +244,11 @@ mod tests {
         assert_eq!(parse(&[b'$'; 100]), Err(Malformed), "a header line without its end");
         let deep = b"*1\r\n".repeat(MAX_DEPTH as usize + 1);
         assert_eq!(parse(&deep), Err(Malformed), "nesting past the limit");
+        // Longer than any reply this library reads: not waited for.
+        for too_long in [&b"$4097\r\n"[..], b"*4097\r\n", b"$999999999999999999\r\n"] {
+            assert_eq!(parse(too_long), Err(Malformed), "{:?}", core::str::from_utf8(too_long));
+        }
+        assert_eq!(parse(b"$4096\r\n"), Ok(Parsed::Partial), "the longest there is room for");
     }
 
     #[test]
