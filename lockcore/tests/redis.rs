@@ -797,29 +797,29 @@ fn a_full_server_is_waited_through_and_not_called_a_refused_login() {
     leaves.join().unwrap();
 }
 
-/// A node that sends every script to the node whose port `to` holds, with
-/// `MOVED`, and answers `TIME` itself: a cluster's seed, as far as a
-/// client can tell.
-fn moving_seed(to: std::sync::Arc<std::sync::atomic::AtomicU16>) -> u16 {
+/// A node on loopback that answers `TIME` itself, as every node does, and
+/// every other question with what `answer` makes of it: what a client
+/// cannot tell from a server that answers so.
+fn fake_node(answer: impl Fn(&[u8]) -> String + Clone + Send + 'static) -> u16 {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for client in listener.incoming() {
             let Ok(mut client) = client else { return };
-            let to = std::sync::Arc::clone(&to);
+            let answer = answer.clone();
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 // One question per read: the client waits for each answer.
                 while let Ok(n @ 1..) = client.read(&mut buf) {
-                    let answer = if buf[..n].windows(4).any(|w| w == b"TIME") {
+                    let reply = if buf[..n].windows(4).any(|w| w == b"TIME") {
                         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
                         let (secs, micros) = (now.as_secs().to_string(), now.subsec_micros().to_string());
                         format!("*2\r\n${}\r\n{secs}\r\n${}\r\n{micros}\r\n", secs.len(), micros.len())
                     } else {
-                        format!("-MOVED 1 127.0.0.1:{}\r\n", to.load(std::sync::atomic::Ordering::SeqCst))
+                        answer(&buf[..n])
                     };
-                    if client.write_all(answer.as_bytes()).is_err() {
+                    if client.write_all(reply.as_bytes()).is_err() {
                         return;
                     }
                 }
@@ -827,6 +827,21 @@ fn moving_seed(to: std::sync::Arc<std::sync::atomic::AtomicU16>) -> u16 {
         }
     });
     port
+}
+
+/// A cluster's seed, as far as a client can tell: it sends every script to
+/// the node whose port `to` holds, with `MOVED`.
+fn moving_seed(to: std::sync::Arc<std::sync::atomic::AtomicU16>) -> u16 {
+    fake_node(move |_| format!("-MOVED 1 127.0.0.1:{}\r\n", to.load(std::sync::atomic::Ordering::SeqCst)))
+}
+
+/// A script's answer no script of ours gives (a line of waiters counted
+/// below zero) is the server's protocol broken, not a line to report.
+#[test]
+fn an_answer_no_script_gives_is_a_protocol_error() {
+    let node = fake_node(|_| "*4\r\n$4\r\nbusy\r\n$0\r\n\r\n:-1\r\n:-1\r\n".to_string());
+    let mut lock = open_lock(&format!("redis://127.0.0.1:{node}/liar"));
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::Protocol);
 }
 
 /// Once the node a redirection named is gone (its slot moved to another

@@ -589,7 +589,9 @@ impl Redis {
             b"busy" => {
                 let value = text_of(items.next())?;
                 let expires_in = expiry_of(items.next().and_then(|r| r.integer()).ok_or_else(protocol)?);
-                let ahead = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+                // No script of ours counts below zero; a line longer than a
+                // u32 counts is as long as it can be told.
+                let ahead = items.next().and_then(|r| r.integer()).filter(|&n| n >= 0).ok_or_else(protocol)?;
                 let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
                 let now = cx.now();
                 let mut dead_holder = None;
