@@ -2,21 +2,31 @@
 //!
 //! `getaddrinfo(3)` blocks for as long as the resolver takes: with a name
 //! server that does not answer, `timeout` times `attempts` of resolv.conf
-//! (10 s and more), past any deadline of the caller's. With glibc the
-//! lookup is asked for with `getaddrinfo_a(3)` instead, which runs it in
-//! the C library's own thread, and waited for with `gai_suspend(3)` until
-//! the deadline. glibc writes the answer into the request whenever the
-//! lookup ends, also after its caller has given up, so a request never
-//! lives on a caller's stack: it takes one of a few slots here, which a
-//! lookup left running keeps until it ends. Elsewhere the lookup blocks.
+//! (10 s and more), past any deadline of the caller's. So the lookup runs
+//! on a thread of its own, made for it and detached, and the caller waits
+//! for its answer on a futex until the deadline. The thread writes the
+//! answer whenever the lookup ends, also after the caller has given up,
+//! so a lookup never lives on a caller's stack: it takes one of a few
+//! slots here, which a lookup left running keeps until it ends.
 //!
-//! The C library allocates inside itself, as `getaddrinfo` always has;
-//! nothing here does.
+//! A child of `fork()` has none of its parent's threads: a slot its parent
+//! held is the child's to take again (each slot names the process that
+//! took it). glibc's own `getaddrinfo_a` keeps its requests and idle
+//! threads across a fork and its lock with them, and a child forked while
+//! another thread held that lock blocks for good: that is why it is not
+//! used. A lookup that hangs in such a child (a lock of the C library's
+//! held at the fork) hangs its own thread, never the caller.
+//!
+//! The C library allocates inside itself, as `getaddrinfo` and
+//! `pthread_create` always have; nothing here does.
 
-use core::ffi::CStr;
+use core::cell::UnsafeCell;
+use core::ffi::{c_void, CStr};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use core::time::Duration;
 
 use crate::clock::MonoTime;
-use crate::sys::SocketAddress;
+use crate::sys::{self, SocketAddress};
 
 /// Why a name gave no address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,24 +35,191 @@ pub enum NotResolved {
     /// this host can reach).
     NoSuchHost,
     /// It did not answer by the deadline, or answered that it cannot now,
-    /// or too many earlier lookups it has not answered are still out.
+    /// or no thread could be made for the lookup, or too many earlier
+    /// lookups it has not answered are still out.
     NotNow,
+}
+
+/// Lookups that may be out at once, counting those their callers gave up
+/// on while the resolver still works at them.
+const SLOTS: usize = 8;
+
+/// The longest name a slot keeps, with its NUL: a DNS name is at most 253
+/// bytes.
+const NAME_CAPACITY: usize = 256;
+
+/// A slot's stage, in the low half of its claim (the high half is the pid
+/// of the process that took it; a claim of 0 is a free slot).
+const ASKED: u64 = 1;
+const ANSWERED: u64 = 2;
+/// Its caller gave up: the lookup's thread frees it when it ends.
+const LEFT: u64 = 3;
+
+struct Slot {
+    /// Who holds the slot and at what stage, in one word, so that taking
+    /// it names its holder at once.
+    claim: AtomicU64,
+    /// Moved on when the answer is in: the futex its caller sleeps on.
+    answered: AtomicU32,
+    /// Written by the slot's caller until the thread is made, then by the
+    /// thread until the claim says ANSWERED, then read by the caller.
+    lookup: UnsafeCell<Lookup>,
+}
+
+struct Lookup {
+    name: [u8; NAME_CAPACITY],
+    port: u16,
+    answer: Result<SocketAddress, NotResolved>,
+}
+
+// SAFETY: a slot's lookup is reached only by whoever the claim says has
+// it at that stage (see `Lookup`), one at a time.
+unsafe impl Sync for Slot {}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const UNUSED: Slot = Slot {
+    claim: AtomicU64::new(0),
+    answered: AtomicU32::new(0),
+    lookup: UnsafeCell::new(Lookup { name: [0; NAME_CAPACITY], port: 0, answer: Err(NotResolved::NotNow) }),
+};
+
+static LOOKUPS: [Slot; SLOTS] = [UNUSED; SLOTS];
+
+fn claim_of(pid: i32, stage: u64) -> u64 {
+    (u64::from(pid as u32) << 32) | stage
+}
+
+fn pid_of(claim: u64) -> i32 {
+    (claim >> 32) as u32 as i32
 }
 
 /// The first address the resolver gives for the host `name` (a name or a
 /// numeric address), with `port`, TCP, by `deadline`.
 pub fn resolve(name: &CStr, port: u16, deadline: MonoTime) -> Result<SocketAddress, NotResolved> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    return asynchronous::resolve(name, port, deadline);
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        let _ = deadline;
-        blocking(name, port)
+    let bytes = name.to_bytes_with_nul();
+    if bytes.len() > NAME_CAPACITY {
+        return Err(NotResolved::NoSuchHost);
+    }
+    let me = crate::process::pid();
+    let (slot, asked) = loop {
+        if let Some(slot) = take_slot(me) {
+            break (slot, claim_of(me, ASKED));
+        }
+        // Slots come free as the lookups in them end.
+        let left = deadline.remaining_from(MonoTime::now());
+        if left.is_zero() {
+            return Err(NotResolved::NotNow);
+        }
+        sys::sleep(left.min(Duration::from_millis(1)));
+    };
+    // SAFETY: the claim just taken makes the lookup this caller's until
+    // the thread is made.
+    let lookup = unsafe { &mut *slot.lookup.get() };
+    lookup.name[..bytes.len()].copy_from_slice(bytes);
+    lookup.port = port;
+    slot.answered.store(0, SeqCst);
+    if !start_thread(slot) {
+        // No thread to be had (a limit on threads, a sandbox): the lookup
+        // is made here, and may take longer than the deadline.
+        let answer = look_up_here(lookup);
+        slot.claim.store(0, SeqCst);
+        return answer;
+    }
+    loop {
+        if slot.claim.load(SeqCst) == claim_of(me, ANSWERED) {
+            // SAFETY: answered: the thread is done with the lookup.
+            let answer = unsafe { (*slot.lookup.get()).answer };
+            slot.claim.store(0, SeqCst);
+            return answer;
+        }
+        let left = deadline.remaining_from(MonoTime::now());
+        if left.is_zero() {
+            if slot.claim.compare_exchange(asked, claim_of(me, LEFT), SeqCst, SeqCst).is_ok() {
+                return Err(NotResolved::NotNow);
+            }
+            // Answered just now.
+            continue;
+        }
+        // Woken, timed out or interrupted alike: the next round looks.
+        let _ = sys::futex_wait(&slot.answered, 0, left);
     }
 }
 
-/// What both ways ask for: TCP, either IP family, only those this host has
-/// an address of.
+/// A free slot, taken by process `me`; a slot held by another process is
+/// one this process inherited through `fork()`, whose caller and thread
+/// are not here: it is free too.
+fn take_slot(me: i32) -> Option<&'static Slot> {
+    for slot in &LOOKUPS {
+        let claim = slot.claim.load(SeqCst);
+        if claim != 0 && pid_of(claim) != me {
+            let _ = slot.claim.compare_exchange(claim, 0, SeqCst, SeqCst);
+        }
+        if slot.claim.compare_exchange(0, claim_of(me, ASKED), SeqCst, SeqCst).is_ok() {
+            return Some(slot);
+        }
+    }
+    None
+}
+
+/// Makes the detached thread that looks up `slot`'s name, with every
+/// signal blocked (a signal for the process is not one for it); whether
+/// it was made.
+fn start_thread(slot: &'static Slot) -> bool {
+    // SAFETY: out-values written by the calls; the attributes are
+    // initialised before use and destroyed after; the thread gets a
+    // pointer to a static slot, valid for as long as the process.
+    unsafe {
+        let mut attributes: libc::pthread_attr_t = core::mem::zeroed();
+        if libc::pthread_attr_init(&mut attributes) != 0 {
+            return false;
+        }
+        libc::pthread_attr_setdetachstate(&mut attributes, libc::PTHREAD_CREATE_DETACHED);
+        let (mut all, mut before): (libc::sigset_t, libc::sigset_t) = (core::mem::zeroed(), core::mem::zeroed());
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+        let mut thread: libc::pthread_t = core::mem::zeroed();
+        let argument = (slot as *const Slot).cast_mut().cast::<c_void>();
+        let made = libc::pthread_create(&mut thread, &attributes, look_up, argument) == 0;
+        libc::pthread_sigmask(libc::SIG_SETMASK, &before, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attributes);
+        made
+    }
+}
+
+/// The lookup's thread: asks the resolver, writes the answer and wakes the
+/// caller, or frees the slot if the caller has gone.
+extern "C" fn look_up(argument: *mut c_void) -> *mut c_void {
+    // SAFETY: `start_thread` passes a static slot.
+    let slot = unsafe { &*argument.cast::<Slot>() };
+    // SAFETY: the claim is ASKED: the lookup is this thread's until it
+    // says ANSWERED (a caller that gives up only moves the claim to LEFT).
+    let lookup = unsafe { &mut *slot.lookup.get() };
+    lookup.answer = look_up_here(lookup);
+    let asked = slot.claim.load(SeqCst);
+    if asked & 0xffff_ffff == ASKED
+        && slot.claim.compare_exchange(asked, (asked & !0xffff_ffff) | ANSWERED, SeqCst, SeqCst).is_ok()
+    {
+        slot.answered.store(1, SeqCst);
+        sys::futex_wake(&slot.answered);
+    } else {
+        // Left: nobody waits for the answer.
+        slot.claim.store(0, SeqCst);
+    }
+    core::ptr::null_mut()
+}
+
+/// Asks the resolver for `lookup`'s name, on the calling thread.
+fn look_up_here(lookup: &Lookup) -> Result<SocketAddress, NotResolved> {
+    let name = CStr::from_bytes_until_nul(&lookup.name).unwrap_or(c"");
+    let hints = hints();
+    let mut found: *mut libc::addrinfo = core::ptr::null_mut();
+    // SAFETY: a NUL-terminated name, no service, valid hints and out-pointer.
+    let code = unsafe { libc::getaddrinfo(name.as_ptr(), core::ptr::null(), &hints, &mut found) };
+    answer(code, found, lookup.port)
+}
+
+/// What is asked for: TCP, either IP family, only those this host has an
+/// address of.
 fn hints() -> libc::addrinfo {
     // SAFETY: an all-zero addrinfo is a valid hints value (every field unset).
     let mut hints: libc::addrinfo = unsafe { core::mem::zeroed() };
@@ -72,207 +249,6 @@ fn answer(code: libc::c_int, found: *mut libc::addrinfo, port: u16) -> Result<So
     }
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn blocking(name: &CStr, port: u16) -> Result<SocketAddress, NotResolved> {
-    let hints = hints();
-    let mut found: *mut libc::addrinfo = core::ptr::null_mut();
-    // SAFETY: a NUL-terminated name, no service, valid hints and out-pointer.
-    let code = unsafe { libc::getaddrinfo(name.as_ptr(), core::ptr::null(), &hints, &mut found) };
-    answer(code, found, port)
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-mod asynchronous {
-    use core::cell::UnsafeCell;
-    use core::ffi::{c_char, c_int, CStr};
-    use core::sync::atomic::{AtomicU8, Ordering::SeqCst};
-
-    use super::{answer, hints, NotResolved};
-    use crate::clock::MonoTime;
-    use crate::sys::SocketAddress;
-
-    /// glibc's `struct gaicb`.
-    #[repr(C)]
-    struct Request {
-        name: *const c_char,
-        service: *const c_char,
-        hints: *const libc::addrinfo,
-        result: *mut libc::addrinfo,
-        private: [c_int; 6],
-    }
-
-    const GAI_NOWAIT: c_int = 1;
-    const EAI_INPROGRESS: c_int = -100;
-    const EAI_CANCELED: c_int = -101;
-    const EAI_ALLDONE: c_int = -103;
-    const EAI_INTR: c_int = -104;
-
-    // In libc.so.6 since glibc 2.34, in libanl before; libanl remains, empty,
-    // so that programs linked with it still load.
-    #[link(name = "anl")]
-    extern "C" {
-        fn getaddrinfo_a(mode: c_int, list: *const *mut Request, items: c_int, event: *mut libc::sigevent) -> c_int;
-        fn gai_suspend(list: *const *const Request, items: c_int, timeout: *const libc::timespec) -> c_int;
-        fn gai_error(request: *mut Request) -> c_int;
-        fn gai_cancel(request: *mut Request) -> c_int;
-    }
-
-    /// Lookups that may be out at once, counting those their callers gave
-    /// up on while the resolver still works at them.
-    const SLOTS: usize = 8;
-    /// The longest name a slot keeps (with its NUL): a DNS name is at most
-    /// 253 bytes.
-    const NAME_CAPACITY: usize = 256;
-
-    const FREE: u8 = 0;
-    /// A caller's, until it returns.
-    const ASKING: u8 = 1;
-    /// Given up on by its caller; the resolver may still write into it.
-    const LEFT: u8 = 2;
-
-    struct Slot {
-        state: AtomicU8,
-        /// Written and read only by whoever moved `state` to ASKING, and by
-        /// the C library while the lookup runs.
-        lookup: UnsafeCell<Lookup>,
-    }
-
-    /// A request and everything it points at, which must outlive it.
-    struct Lookup {
-        name: [u8; NAME_CAPACITY],
-        hints: libc::addrinfo,
-        request: Request,
-    }
-
-    // SAFETY: a slot's lookup is reached only by the one caller that holds
-    // it (its state ASKING, taken by a compare-and-swap) and by the C
-    // library's thread for the request in it.
-    unsafe impl Sync for Slot {}
-
-    #[allow(clippy::declare_interior_mutable_const)]
-    const UNUSED: Slot = Slot {
-        state: AtomicU8::new(FREE),
-        lookup: UnsafeCell::new(Lookup {
-            name: [0; NAME_CAPACITY],
-            // SAFETY: all zeros is a valid addrinfo (every field unset).
-            hints: unsafe { core::mem::zeroed() },
-            request: Request {
-                name: core::ptr::null(),
-                service: core::ptr::null(),
-                hints: core::ptr::null(),
-                result: core::ptr::null_mut(),
-                private: [0; 6],
-            },
-        }),
-    };
-
-    static SLOTS_IN_USE: [Slot; SLOTS] = [UNUSED; SLOTS];
-
-    /// A free slot, taken; one whose lookup was left running is taken back
-    /// once that lookup has ended (its answer freed).
-    fn take_slot() -> Option<&'static Slot> {
-        for slot in &SLOTS_IN_USE {
-            if slot.state.compare_exchange(FREE, ASKING, SeqCst, SeqCst).is_ok() {
-                return Some(slot);
-            }
-            if slot.state.compare_exchange(LEFT, ASKING, SeqCst, SeqCst).is_ok() {
-                // SAFETY: this caller holds the slot (ASKING); the request
-                // was made from it and is asked about, not changed.
-                let lookup = unsafe { &mut *slot.lookup.get() };
-                // SAFETY: a request getaddrinfo_a was given.
-                if unsafe { gai_error(&mut lookup.request) } == EAI_INPROGRESS {
-                    slot.state.store(LEFT, SeqCst);
-                    continue;
-                }
-                if !lookup.request.result.is_null() {
-                    // SAFETY: the list the ended lookup made, freed once.
-                    unsafe { libc::freeaddrinfo(lookup.request.result) };
-                    lookup.request.result = core::ptr::null_mut();
-                }
-                return Some(slot);
-            }
-        }
-        None
-    }
-
-    pub fn resolve(name: &CStr, port: u16, deadline: MonoTime) -> Result<SocketAddress, NotResolved> {
-        let bytes = name.to_bytes_with_nul();
-        if bytes.len() > NAME_CAPACITY {
-            return Err(NotResolved::NoSuchHost);
-        }
-        // Slots come free as the lookups in them end: a moment, or the
-        // resolver's timeout for those left running.
-        let slot = loop {
-            if let Some(slot) = take_slot() {
-                break slot;
-            }
-            if MonoTime::now() >= deadline {
-                return Err(NotResolved::NotNow);
-            }
-            crate::sys::sleep(core::time::Duration::from_millis(1));
-        };
-        // SAFETY: this caller holds the slot (ASKING), and no lookup runs in
-        // it (a free slot, or one whose lookup ended).
-        let lookup = unsafe { &mut *slot.lookup.get() };
-        lookup.name[..bytes.len()].copy_from_slice(bytes);
-        lookup.hints = hints();
-        lookup.request = Request {
-            name: lookup.name.as_ptr().cast(),
-            service: core::ptr::null(),
-            hints: &lookup.hints,
-            result: core::ptr::null_mut(),
-            private: [0; 6],
-        };
-        let request: *mut Request = &mut lookup.request;
-        // SAFETY: a list of one request whose name and hints live in the
-        // same static slot, as long as the lookup runs; no notification.
-        if unsafe { getaddrinfo_a(GAI_NOWAIT, &request, 1, core::ptr::null_mut()) } != 0 {
-            slot.state.store(FREE, SeqCst);
-            return Err(NotResolved::NotNow);
-        }
-        loop {
-            let left = deadline.remaining_from(MonoTime::now());
-            let timeout = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as _ };
-            let waiting: *const Request = request;
-            // SAFETY: the request made above; a relative timeout.
-            let suspended = unsafe { gai_suspend(&waiting, 1, &timeout) };
-            // SAFETY: as above.
-            let code = unsafe { gai_error(request) };
-            if code != EAI_INPROGRESS {
-                // SAFETY: the lookup has ended: its list is this caller's.
-                let found = unsafe { (*request).result };
-                lookup.request.result = core::ptr::null_mut();
-                slot.state.store(FREE, SeqCst);
-                return answer(code, found, port);
-            }
-            if suspended == EAI_INTR && !left.is_zero() {
-                continue;
-            }
-            // Out of time. A lookup that cannot be cancelled (it is at work)
-            // keeps the slot until it ends.
-            // SAFETY: the request made above.
-            let cancelled = unsafe { gai_cancel(request) };
-            let state = match cancelled {
-                EAI_CANCELED | EAI_ALLDONE => FREE,
-                _ => LEFT,
-            };
-            if cancelled == EAI_ALLDONE {
-                // Ended just now: its answer, if any, is freed before the
-                // slot goes back.
-                // SAFETY: the lookup has ended: its list is this caller's.
-                let found = unsafe { (*request).result };
-                if !found.is_null() {
-                    // SAFETY: freed once.
-                    unsafe { libc::freeaddrinfo(found) };
-                }
-                lookup.request.result = core::ptr::null_mut();
-            }
-            slot.state.store(state, SeqCst);
-            return Err(NotResolved::NotNow);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +260,7 @@ mod tests {
 
     #[test]
     fn a_numeric_address_and_localhost_resolve() {
+        let _alone = alone();
         let address = resolve(c"127.0.0.1", 6379, soon()).expect("a numeric address needs no name server");
         assert!(address.same_as(&SocketAddress::ip(core::net::IpAddr::from([127, 0, 0, 1]), 6379)));
         assert!(resolve(c"localhost", 6379, soon()).is_ok(), "localhost is in /etc/hosts");
@@ -291,14 +268,88 @@ mod tests {
 
     #[test]
     fn a_name_that_cannot_exist_does_not_resolve() {
+        let _alone = alone();
         // `.invalid` is reserved (RFC 2606): no name server knows it. A
         // resolver that cannot be reached here answers that it cannot now.
         let found = resolve(c"no-such-host.invalid", 6379, soon());
         assert!(matches!(found, Err(NotResolved::NoSuchHost | NotResolved::NotNow)), "{found:?}");
     }
 
+    /// One test at a time: a child forked while another test's lookup runs
+    /// may inherit a lock of the C library's resolver held (see below).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn alone() -> std::sync::MutexGuard<'static, ()> {
+        ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `child` in a child of `fork()` that must end within 10 s (a
+    /// SIGALRM ends it otherwise); its wait status.
+    fn in_a_child(child: impl FnOnce() -> bool) -> i32 {
+        // SAFETY: the child only runs `child` and leaves by `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: SIGALRM, which ends the child, marks a hang.
+            unsafe { libc::alarm(10) };
+            let ok = child();
+            // SAFETY: leaves the child without the harness's unwinding.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child, into a valid status word.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        status
+    }
+
+    /// A child of `fork()` has none of its parent's threads, and slots its
+    /// parent held: it resolves all the same.
+    #[test]
+    fn a_child_of_fork_resolves_after_its_parent_did() {
+        let _alone = alone();
+        assert!(resolve(c"localhost", 1, soon()).is_ok());
+        let status = in_a_child(|| {
+            let twice = [Duration::ZERO, Duration::from_millis(1500)].map(|pause| {
+                std::thread::sleep(pause);
+                resolve(c"localhost", 1, MonoTime::now().saturating_add(Duration::from_secs(2))).is_ok()
+            });
+            twice == [true, true]
+        });
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "wait status {status}");
+    }
+
+    /// A child forked while its parent's threads were looking names up may
+    /// inherit a lock of the C library's resolver held by one of them, and
+    /// then never resolve: its lookups still end by their deadline.
+    #[test]
+    fn a_child_forked_during_lookups_returns_by_its_deadline() {
+        let _alone = alone();
+        let stop = std::sync::Arc::new(core::sync::atomic::AtomicBool::new(false));
+        let busy: std::vec::Vec<_> = (0..3)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(SeqCst) {
+                        let _ = resolve(c"localhost", 1, soon());
+                    }
+                })
+            })
+            .collect();
+        let statuses: std::vec::Vec<i32> = (0..20)
+            .map(|_| {
+                in_a_child(|| {
+                    resolve(c"localhost", 1, MonoTime::now().saturating_add(Duration::from_millis(200))).is_ok()
+                })
+            })
+            .collect();
+        stop.store(true, SeqCst);
+        busy.into_iter().for_each(|thread| thread.join().unwrap());
+        let hung = statuses.iter().filter(|&&status| libc::WIFSIGNALED(status)).count();
+        assert_eq!(hung, 0, "children still in resolve 10 s on, deadline 200 ms: {statuses:?}");
+    }
+
     #[test]
     fn lookups_at_once_beyond_the_slots_each_get_an_answer() {
+        let _alone = alone();
         let threads: std::vec::Vec<_> =
             (0..32).map(|_| std::thread::spawn(|| resolve(c"localhost", 1, soon()).is_ok())).collect();
         let answers: std::vec::Vec<bool> = threads.into_iter().map(|thread| thread.join().unwrap()).collect();
