@@ -119,9 +119,9 @@ struct Section<'m> {
 impl Section<'_> {
     /// Writes `state` into the slot that is not active, then makes it the
     /// active one: a death between the two leaves the old state whole. Not
-    /// if the word was taken over meanwhile (this process was stopped, and
-    /// judged gone): the change is then not made, and the caller told to
-    /// try again.
+    /// if the word was found taken over just before either (this process
+    /// was stopped, and judged gone): the change is then not made, and the
+    /// caller told to try again.
     fn write(&mut self, state: &LeaseState) -> Result<(), Error> {
         let active = self.map.word32(ACTIVE_AT).load(SeqCst) & 1;
         let spare = active ^ 1;
@@ -545,8 +545,8 @@ mod tests {
     }
 
     /// A holder that had the word taken over (it was stopped, and judged
-    /// gone) neither lets the new holder's word go nor makes its own change
-    /// current when it goes on.
+    /// gone) neither lets the new holder's word or name go nor makes its
+    /// own change current when it goes on.
     #[test]
     fn a_holder_whose_word_was_taken_over_changes_nothing() {
         let d = dir("taken-over");
@@ -561,6 +561,7 @@ mod tests {
         assert!(stale.is_held());
         let new_holder = (0x00ab_cdefu64 << 32) | u64::from(crate::process::dead_pid() as u32);
         map.word64(SECTION_AT).store(new_holder, SeqCst);
+        map.word64(SECTION_AT + section::NAMED_AT).store(new_holder, SeqCst);
         assert!(!stale.is_held());
         let active = map.word32(ACTIVE_AT).load(SeqCst);
         let mut section = Section { map, word: stale, state: NEW_LEASE, now: Moment::now(None), freed: false };
@@ -569,6 +570,7 @@ mod tests {
         drop(section);
         assert_eq!(map.word32(ACTIVE_AT).load(SeqCst), active, "the change was not made current");
         assert_eq!(map.word64(SECTION_AT).load(SeqCst), new_holder, "the new holder's word stands");
+        assert_eq!(map.word64(SECTION_AT + section::NAMED_AT).load(SeqCst), new_holder, "and its name");
         map.word64(SECTION_AT).store(0, SeqCst);
         assert_eq!(lock.inspect().unwrap().last_fence, before.last_fence);
     }

@@ -19,11 +19,12 @@
 //! before it named itself looks exactly like that, and so does a word
 //! written over with something else, which only removing the file mends.
 //!
-//! A holder lets the word go only if it still holds it, and a change is
-//! made current only while its maker holds the word: a holder stopped in
-//! the middle and judged gone in error (its pid reused by a process that
-//! has since died) finds, when it goes on, that its change no longer
-//! counts.
+//! A holder lets the word go (and its name beside it) only if it still
+//! holds it, and looks again that it holds the word just before it writes
+//! a change and makes it current: a holder stopped in the middle and taken
+//! over from in error (the rare case above) finds, when it goes on, that
+//! its change no longer counts, unless it was stopped between that look
+//! and the write.
 //!
 //! Nothing in the word is a pointer and no list of it is kept by anyone
 //! (glibc's robust mutexes keep one, through pointers stored in the
@@ -169,12 +170,13 @@ impl<'m> SectionWord<'m> {
     /// it was before the holding (a judge that reads the word still held
     /// finds it unnamed, and judges it by its pid: alive).
     pub fn release(&self) {
-        if !self.is_held() {
-            self.holding.set(0);
+        let mine = self.holding.replace(0);
+        // The name only if it is still this holding's: one that took the
+        // word over has named itself there.
+        if mine == 0 || self.map.word64(self.at + NAMED_AT).compare_exchange(mine, 0, SeqCst, SeqCst).is_err() {
             return;
         }
-        let mine = self.holding.replace(0);
-        for name_at in [NAMED_AT, NAMESPACE_AT, START_AT] {
+        for name_at in [NAMESPACE_AT, START_AT] {
             self.map.word64(self.at + name_at).store(0, SeqCst);
         }
         // Whoever else changes a word held as `mine` marks a sleeper once,
