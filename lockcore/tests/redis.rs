@@ -788,7 +788,10 @@ fn a_full_server_is_waited_through_and_not_called_a_refused_login() {
     assert_eq!(&ok, b"+OK\r\n");
     let socket = testkit::percent_encode(redis.socket().to_str().unwrap());
     let mut lock = open_lock(&format!("redis://:pw@{socket}/full?ttl=1s"));
-    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::NotReady);
+    // The error line, or the connection closed under the login (which one
+    // depends on whether the login went out before the server hung up).
+    let full = server_problem(lock.try_acquire());
+    assert!(full.may_pass() && full != ServerProblem::AuthRefused, "{full:?}");
     let leaves = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
         drop(hog);
