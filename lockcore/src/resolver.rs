@@ -93,6 +93,10 @@ fn pid_of(claim: u64) -> i32 {
     (claim >> 32) as u32 as i32
 }
 
+fn stage_of(claim: u64) -> u64 {
+    claim & 0xffff_ffff
+}
+
 /// The first address the resolver gives for the host `name` (a name or a
 /// numeric address), with `port`, TCP, by `deadline`.
 pub fn resolve(name: &CStr, port: u16, deadline: MonoTime) -> Result<SocketAddress, NotResolved> {
@@ -196,8 +200,8 @@ extern "C" fn look_up(argument: *mut c_void) -> *mut c_void {
     let lookup = unsafe { &mut *slot.lookup.get() };
     lookup.answer = look_up_here(lookup);
     let asked = slot.claim.load(SeqCst);
-    if asked & 0xffff_ffff == ASKED
-        && slot.claim.compare_exchange(asked, (asked & !0xffff_ffff) | ANSWERED, SeqCst, SeqCst).is_ok()
+    if stage_of(asked) == ASKED
+        && slot.claim.compare_exchange(asked, claim_of(pid_of(asked), ANSWERED), SeqCst, SeqCst).is_ok()
     {
         slot.answered.store(1, SeqCst);
         sys::futex_wake(&slot.answered);

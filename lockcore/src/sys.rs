@@ -1271,6 +1271,39 @@ impl fmt::Debug for SocketAddress {
 }
 
 impl SocketAddress {
+    /// The address of a `getaddrinfo(3)` entry, with `port`; `None` for a
+    /// family other than IPv4 and IPv6.
+    pub fn from_addrinfo(entry: &libc::addrinfo, port: u16) -> Option<SocketAddress> {
+        if entry.ai_addr.is_null() {
+            return None;
+        }
+        // SAFETY: an all-zero sockaddr_storage is a valid value.
+        let mut storage: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+        let len = (entry.ai_addrlen as usize).min(core::mem::size_of::<libc::sockaddr_storage>());
+        // SAFETY: `ai_addr` points at `ai_addrlen` valid bytes (getaddrinfo
+        // made the entry), of which no more than the storage holds are copied.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                entry.ai_addr.cast::<u8>(),
+                (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+                len,
+            )
+        };
+        // The port goes in by hand, at its place in each family.
+        match storage.ss_family as libc::c_int {
+            // SAFETY: the storage holds a sockaddr_in (its family says so).
+            libc::AF_INET => unsafe {
+                (*(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port = port.to_be()
+            },
+            // SAFETY: the storage holds a sockaddr_in6.
+            libc::AF_INET6 => unsafe {
+                (*(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port = port.to_be()
+            },
+            _ => return None,
+        }
+        Some(SocketAddress { storage, len: len as libc::socklen_t })
+    }
+
     /// The address of an IP host and port.
     pub fn ip(ip: core::net::IpAddr, port: u16) -> SocketAddress {
         // SAFETY: an all-zero sockaddr_storage is a valid value (family 0).
@@ -1341,42 +1374,6 @@ impl SocketAddress {
     /// Whether it is an IP address (whose socket wants `TCP_NODELAY`).
     fn is_ip(&self) -> bool {
         matches!(self.storage.ss_family as libc::c_int, libc::AF_INET | libc::AF_INET6)
-    }
-}
-
-impl SocketAddress {
-    /// The address of a `getaddrinfo(3)` entry, with `port`; `None` for a
-    /// family other than IPv4 and IPv6.
-    pub fn from_addrinfo(entry: &libc::addrinfo, port: u16) -> Option<SocketAddress> {
-        let family = entry.ai_family;
-        if entry.ai_addr.is_null() || !(family == libc::AF_INET || family == libc::AF_INET6) {
-            return None;
-        }
-        // SAFETY: an all-zero sockaddr_storage is a valid value.
-        let mut storage: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
-        let len = (entry.ai_addrlen as usize).min(core::mem::size_of::<libc::sockaddr_storage>());
-        // SAFETY: `ai_addr` points at `ai_addrlen` valid bytes (getaddrinfo
-        // made the entry), of which no more than the storage holds are copied.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                entry.ai_addr.cast::<u8>(),
-                (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
-                len,
-            )
-        };
-        // The port goes in by hand, at its place in each family.
-        match storage.ss_family as libc::c_int {
-            // SAFETY: the storage holds a sockaddr_in (its family says so).
-            libc::AF_INET => unsafe {
-                (*(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port = port.to_be()
-            },
-            // SAFETY: the storage holds a sockaddr_in6.
-            libc::AF_INET6 => unsafe {
-                (*(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port = port.to_be()
-            },
-            _ => return None,
-        }
-        Some(SocketAddress { storage, len: len as libc::socklen_t })
     }
 }
 

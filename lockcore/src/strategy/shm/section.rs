@@ -125,8 +125,7 @@ impl<'m> SectionWord<'m> {
             let now = MonoTime::now();
             if held == 0 {
                 if self.word().compare_exchange(0, mine, SeqCst, SeqCst).is_ok() {
-                    self.name_holder(mine, me);
-                    self.holding.set(mine);
+                    self.hold(mine, me);
                     return Ok(Taken::Free);
                 }
                 continue;
@@ -136,8 +135,7 @@ impl<'m> SectionWord<'m> {
                 seen = (holding, now);
             } else if now.since(seen.1) >= JUDGE_AFTER && self.holder_is_gone(holding, me) {
                 if self.word().compare_exchange(held, mine, SeqCst, SeqCst).is_ok() {
-                    self.name_holder(mine, me);
-                    self.holding.set(mine);
+                    self.hold(mine, me);
                     return Ok(Taken::FromTheDead);
                 }
                 continue;
@@ -195,9 +193,11 @@ impl<'m> SectionWord<'m> {
         }
     }
 
-    /// Writes who holds the word beside it, under the holding's tag: the
-    /// tag and pid last, so that a reader who finds them finds the rest.
-    fn name_holder(&self, holding: u64, me: &ProcessId) {
+    /// Keeps `holding`, the word just taken, as this one's, and writes who
+    /// holds it beside it, under the holding's tag: the tag and pid last,
+    /// so that a reader who finds them finds the rest.
+    fn hold(&self, holding: u64, me: &ProcessId) {
+        self.holding.set(holding);
         self.map.word64(self.at + NAMED_AT).store(0, SeqCst);
         self.map.word64(self.at + NAMESPACE_AT).store(me.namespace, SeqCst);
         self.map.word64(self.at + START_AT).store(me.start_ticks, SeqCst);
