@@ -125,11 +125,19 @@ fn keys_another_program_wrote_are_refused_and_left_alone() {
     redis.command(&["SET", "lockcore:{theirs}:lock", "their session data"]);
     assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
     assert_eq!(server_problem(lock.break_lock()), ServerProblem::ForeignKeys);
+    assert_eq!(server_problem(lock.inspect()), ServerProblem::ForeignKeys);
     assert_eq!(redis.command(&["GET", "lockcore:{theirs}:lock"]), "their session data");
+    // A string that starts as a record of ours does and is none.
+    redis.command(&["SET", "lockcore:{theirs}:lock", "lockcore 2 their session data"]);
+    assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
+    assert_eq!(server_problem(lock.break_lock()), ServerProblem::ForeignKeys);
+    assert_eq!(server_problem(lock.inspect()), ServerProblem::ForeignKeys);
+    assert_eq!(redis.command(&["GET", "lockcore:{theirs}:lock"]), "lockcore 2 their session data");
     // Another type altogether.
     redis.command(&["DEL", "lockcore:{theirs}:lock"]);
     redis.command(&["HSET", "lockcore:{theirs}:lock", "field", "value"]);
     assert_eq!(server_problem(lock.try_acquire()), ServerProblem::ForeignKeys);
+    assert_eq!(server_problem(lock.inspect()), ServerProblem::ForeignKeys);
     assert_eq!(redis.command(&["HGET", "lockcore:{theirs}:lock", "field"]), "value");
     // A key of another type among the lock's: nothing is written, not even
     // before the script finds it (Redis would not undo it).
@@ -152,6 +160,7 @@ fn keys_another_program_wrote_are_refused_and_left_alone() {
         redis.command(&["SET", "lockcore:{theirs}:fence", forged]);
         let refused = lock.try_acquire();
         assert_eq!(server_problem(refused), ServerProblem::ForeignKeys, "fence {forged}");
+        assert_eq!(server_problem(lock.inspect()), ServerProblem::ForeignKeys, "fence {forged}");
         assert_eq!(redis.command(&["GET", "lockcore:{theirs}:fence"]), forged);
         assert_eq!(redis.command(&["EXISTS", "lockcore:{theirs}:lock"]), "0", "nothing taken over {forged}");
     }
@@ -176,6 +185,28 @@ fn keys_another_program_wrote_are_refused_and_left_alone() {
     assert_eq!(lock.prolong(None), Ok(ProlongOutcome::Prolonged));
     assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     assert_eq!(redis.command(&["GET", "lockcore:{theirs}:last"]), "their session data");
+    // A wake list planted for the first in line: a release leaves it as it
+    // was, without an expiry; the wake list of the next in line is one
+    // wake-up that runs out with a waiter's lease.
+    redis.command(&["DEL", "lockcore:{theirs}:last"]);
+    for (first, planted) in [("planted", true), ("waiting", false)] {
+        lock.try_acquire().unwrap();
+        redis.command(&["DEL", "lockcore:{theirs}:queue"]);
+        redis.command(&["RPUSH", "lockcore:{theirs}:queue", first]);
+        let wake = format!("lockcore:{{theirs}}:wake:{first}");
+        if planted {
+            redis.command(&["RPUSH", &wake, "their", "data"]);
+        }
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+        if planted {
+            assert_eq!(redis.command(&["LRANGE", &wake, "0", "-1"]), "their\ndata");
+            assert_eq!(redis.command(&["PTTL", &wake]), "-1");
+        } else {
+            assert_eq!(redis.command(&["LRANGE", &wake, "0", "-1"]), "1");
+            let pttl: u64 = redis.command(&["PTTL", &wake]).parse().unwrap();
+            assert!(pttl > 0 && u128::from(pttl) <= lockcore::strategy::redis::WAITER_LEASE.as_millis(), "pttl {pttl}");
+        }
+    }
 }
 
 #[test]

@@ -48,7 +48,7 @@ use self::resp::Reply;
 use crate::clock::{Moment, MonoTime};
 use crate::error::{Contention, Error, ServerError, ServerProblem, SpecError, SpecErrorKind};
 use crate::owner::{Liveness, Nonce};
-use crate::record::Record;
+use crate::record::{Record, RECORD_LINE_CAPACITY};
 use crate::spec::{Spec, StaleCheck, Target};
 use crate::strategy::{
     judge_record, new_record, Break, Context, Cooldown, Holder, Inspection, Prolong, ProlongOutcome, Queue,
@@ -100,6 +100,10 @@ const TROUBLE_PAUSE: Duration = Duration::from_millis(50);
 /// `WAIT`): Redis checks them on its timer, `hz` times a second (10 by
 /// default), so one may answer up to 100 ms after it was due.
 const SERVER_TIMER_SLACK: Duration = Duration::from_millis(110);
+
+/// How many times a break looks at the lock, if it changes hands between
+/// each look and the removal of what was seen.
+const BREAK_LOOKS: usize = 3;
 
 /// The longest key name: the lock's name and the few words around it,
 /// or a waiter's id ([`WaiterId`]).
@@ -310,29 +314,7 @@ impl Strategy for Redis {
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes(), self.keys.alive.as_bytes()];
-        self.connection.eval(&INSPECT, &keys, &[], cx.deadline)?;
-        let now = cx.now();
-        let mut items = array_of(self.connection.reply(), 4)?;
-        let value = text_of(items.next())?;
-        let pttl = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
-        let last_fence = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
-        let waiters = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
-        let expires_in = expiry_of(pttl);
-        let mut inspection = Inspection {
-            holder: None,
-            last_fence: u64::try_from(last_fence).map_err(|_| protocol())?,
-            cooldown_until: None,
-            queue_length: Some(u32::try_from(waiters).unwrap_or(u32::MAX)),
-        };
-        if value == COOLDOWN_VALUE {
-            inspection.cooldown_until = Some(now.wall.saturating_add(expires_in.unwrap_or(Duration::ZERO)));
-        } else if !value.is_empty() {
-            let holder = self.judge(cx, value, expires_in, now)?;
-            inspection.queue_length = inspection.queue_length.map(|n| n.saturating_add(1));
-            inspection.holder = Some(holder);
-        }
-        Ok(inspection)
+        self.look(cx).map(|(inspection, _)| inspection)
     }
 }
 
@@ -496,22 +478,75 @@ impl Prolong for Redis {
 
 impl Break for Redis {
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
-        let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.fence.as_bytes()];
-        let lease = millis(WAITER_LEASE);
-        let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline)?);
-        let args = [self.keys.wake_prefix.as_bytes(), lease.as_bytes(), given_up_at.as_bytes()];
-        self.connection.eval(&BREAK, &keys, &args, cx.deadline)?;
-        match self.connection.reply() {
-            Reply::Integer(removed) => Ok(removed == 1),
-            Reply::Bulk(Some(b"late")) => Err(self.answered_late()),
-            Reply::Bulk(Some(b"foreign")) => Err(foreign()),
-            Reply::Bulk(Some(b"fence")) => Err(fence_refused(&self.keys)),
-            _ => Err(protocol()),
+        let mut contention = Contention::Raced;
+        for _ in 0..BREAK_LOOKS {
+            // Only a value judged ours, byte for byte, is removed: the
+            // script compares it with what it finds.
+            let (seen, judged) = self.look(cx)?;
+            if judged.as_bytes().is_empty() {
+                return Ok(false);
+            }
+            if let Some(holder) = seen.holder {
+                contention = Contention::Held(holder.summary());
+            } else if let Some(until) = seen.cooldown_until {
+                contention = Contention::CoolingDown { until };
+            }
+            let keys = [self.keys.lock.as_bytes(), self.keys.queue.as_bytes(), self.keys.fence.as_bytes()];
+            let lease = millis(WAITER_LEASE);
+            let given_up_at = decimal(self.connection.server_deadline_ms(cx.deadline)?);
+            let args = [judged.as_bytes(), self.keys.wake_prefix.as_bytes(), lease.as_bytes(), given_up_at.as_bytes()];
+            self.connection.eval(&BREAK, &keys, &args, cx.deadline)?;
+            match self.connection.reply() {
+                Reply::Integer(removed) => return Ok(removed == 1),
+                // Taken, or given back, since the look: look again.
+                Reply::Bulk(Some(b"changed")) => continue,
+                Reply::Bulk(Some(b"late")) => return Err(self.answered_late()),
+                Reply::Bulk(Some(b"foreign")) => return Err(foreign()),
+                Reply::Bulk(Some(b"fence")) => return Err(fence_refused(&self.keys)),
+                _ => return Err(protocol()),
+            }
         }
+        // The lock changed hands at every look: it is in use.
+        Err(Error::Busy(contention))
     }
 }
 
 impl Redis {
+    /// The lock's state, and the value of its key, judged: empty when it
+    /// is free, else a holder's record or the cooldown, exactly as stored.
+    fn look(&mut self, cx: &Context<'_>) -> Result<(Inspection, FixedText<RECORD_LINE_CAPACITY>), Error> {
+        let keys = [self.keys.lock.as_bytes(), self.keys.fence.as_bytes(), self.keys.alive.as_bytes()];
+        self.connection.eval(&INSPECT, &keys, &[], cx.deadline)?;
+        let now = cx.now();
+        let mut items = match self.connection.reply() {
+            Reply::Bulk(Some(b"foreign")) => return Err(foreign()),
+            Reply::Bulk(Some(b"fence")) => return Err(fence_refused(&self.keys)),
+            reply => array_of(reply, 4)?,
+        };
+        let value = text_of(items.next())?;
+        let pttl = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+        let last_fence = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+        let waiters = items.next().and_then(|r| r.integer()).ok_or_else(protocol)?;
+        let expires_in = expiry_of(pttl);
+        let mut inspection = Inspection {
+            holder: None,
+            last_fence: u64::try_from(last_fence).map_err(|_| protocol())?,
+            cooldown_until: None,
+            queue_length: Some(u32::try_from(waiters).unwrap_or(u32::MAX)),
+        };
+        if value == COOLDOWN_VALUE {
+            inspection.cooldown_until = Some(now.wall.saturating_add(expires_in.unwrap_or(Duration::ZERO)));
+        } else if !value.is_empty() {
+            let holder = self.judge(cx, value, expires_in, now)?;
+            inspection.queue_length = inspection.queue_length.map(|n| n.saturating_add(1));
+            inspection.holder = Some(holder);
+        }
+        // A record judged is one this library encoded: it fits.
+        let mut judged = FixedText::new();
+        judged.push_bytes(value).map_err(|_| foreign())?;
+        Ok((inspection, judged))
+    }
+
     /// One attempt, in `manner`, under the waiter id `id`; `stale`: a dead
     /// holder's record to remove first, if it is still the lock's.
     fn attempt(
@@ -738,7 +773,7 @@ fn with_round_trip_floor<'a>(cx: &Context<'a>) -> Context<'a> {
 /// start of its record up to and with its fence (owner, nonce, fence), and
 /// the fence alone. A watchdog, or another handle of the holder's, may have
 /// moved the expiry since this handle wrote it.
-fn identity_of(held: &Record) -> (FixedText<{ crate::record::RECORD_LINE_CAPACITY }>, FixedText<24>) {
+fn identity_of(held: &Record) -> (FixedText<RECORD_LINE_CAPACITY>, FixedText<24>) {
     let (mut identity, _) = held.encode_line_around_fence();
     let fence = decimal(held.fence);
     // The record's own parts fit, with the fence and the space after it.

@@ -60,21 +60,24 @@ local function too_late(given_up_at, now_ms)
 end
 
 -- Wakes the first waiter in line: one element in its wake list, where its
--- blocking pop finds it, or finds it at once when it comes back to wait. A
--- wake list that is no list (planted) is left alone; its waiter comes back
--- at the end of its slice all the same.
+-- blocking pop finds it, or finds it at once when it comes back to wait.
+-- The list lives as long as a waiter's lease. A wake list that holds
+-- anything but one wake-up not yet taken was planted, and is left alone,
+-- its expiry too; its waiter comes back at the end of its slice all the
+-- same.
 local function wake_head(queue, wake_prefix, lease_ms)
   local head = redis.call('LINDEX', queue, 0)
-  if head then
-    local wake = wake_prefix .. head
-    local waiting = redis.pcall('LLEN', wake)
-    if waiting == 0 then
-      redis.pcall('RPUSH', wake, '1')
-    end
-    if type(waiting) == 'number' then
-      redis.pcall('PEXPIRE', wake, lease_ms)
-    end
+  if not head then
+    return
   end
+  local wake = wake_prefix .. head
+  local waiting = redis.pcall('LLEN', wake)
+  if waiting == 0 then
+    redis.call('RPUSH', wake, '1')
+  elseif waiting ~= 1 or redis.call('LINDEX', wake, 0) ~= '1' then
+    return
+  end
+  redis.call('PEXPIRE', wake, lease_ms)
 end
 
 -- The next fencing token after `last`: one more, and never below the
