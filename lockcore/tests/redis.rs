@@ -92,9 +92,13 @@ fn a_lock_reached_by_its_socket_or_by_tcp_is_one_lock() {
     let second = by_tcp.try_acquire().unwrap();
     assert!(second.fence > first.fence);
     assert_eq!(by_tcp.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
-    // Nothing of a released lock stays but its fence.
-    let keys = redis.command(&["KEYS", "lockcore:{one}:*"]);
-    assert_eq!(keys, "lockcore:{one}:fence");
+    // Nothing of a released lock stays but its fence, and for a minute the
+    // release, for a caller that asks again.
+    let mut keys: Vec<String> = redis.command(&["KEYS", "lockcore:{one}:*"]).lines().map(String::from).collect();
+    keys.sort();
+    assert_eq!(keys, ["lockcore:{one}:fence", "lockcore:{one}:last"]);
+    let remembered: u64 = redis.command(&["PTTL", "lockcore:{one}:last"]).parse().unwrap();
+    assert!((1..=60_000).contains(&remembered), "remembered for {remembered} ms");
 }
 
 #[test]
@@ -416,7 +420,8 @@ fn the_next_taker_after_a_holder_overran_is_told_so() {
     assert!(previous.stale && !acquired.previous_holder_died(), "overran, not dead: {previous:?}");
     assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Lost));
     assert_eq!(next.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
-    assert_eq!(redis.command(&["EXISTS", last_key]), "0", "gone with the release");
+    let released = redis.command(&["GET", last_key]);
+    assert!(released.starts_with(&format!("{} released\n", acquired.fence)), "{released}");
     assert_eq!(holder.try_acquire().unwrap().took_over_from, None, "given back: nobody taken over");
     holder.release(Duration::ZERO).unwrap();
     // Without a ttl nothing can expire, and nothing is kept for it.
@@ -615,9 +620,10 @@ struct Link {
     questions_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// How long each answer is held.
     answers: Duration,
-    /// On the first connection, the answer to the first script run is not
-    /// passed on: the client is cut off instead, after the server ran it.
-    cut_first_script: bool,
+    /// On the first connection, the answer to this script run (0: the
+    /// first) is not passed on: the client is cut off instead, after the
+    /// server ran it.
+    cut_at_script: Option<usize>,
 }
 
 /// A unix socket in front of `server`, as `faults` say.
@@ -637,17 +643,21 @@ fn link(server: &Redis, faults: Link) -> std::path::PathBuf {
             let Ok(server) = UnixStream::connect(&upstream) else { return };
             let (mut to_server, mut from_client) = (server.try_clone().unwrap(), client.try_clone().unwrap());
             let questions_ms = Arc::clone(&faults.questions_ms);
-            let cutting = faults.cut_first_script && connection == 0;
+            let cut_at = faults.cut_at_script.filter(|_| connection == 0);
             // Set once a script went to the server, on a connection to cut.
             let cut = Arc::new(AtomicBool::new(false));
             let cut_by_question = Arc::clone(&cut);
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
+                let mut scripts = 0;
                 while let Ok(n @ 1..) = from_client.read(&mut buf) {
                     let held = questions_ms.load(SeqCst);
                     std::thread::sleep(Duration::from_millis(held));
-                    if cutting && buf[..n].windows(7).any(|w| w == b"EVALSHA") {
-                        cut_by_question.store(true, SeqCst);
+                    if buf[..n].windows(7).any(|w| w == b"EVALSHA") {
+                        if cut_at == Some(scripts) {
+                            cut_by_question.store(true, SeqCst);
+                        }
+                        scripts += 1;
                     }
                     let _ = to_server.write_all(&buf[..n]);
                 }
@@ -756,13 +766,43 @@ fn an_acquisition_cut_off_before_its_answer_is_taken_back() {
     let mut direct = open_lock(&redis.spec("cut", ""));
     direct.try_acquire().unwrap();
     direct.release(Duration::ZERO).unwrap();
-    let cut = link(&redis, Link { cut_first_script: true, ..Link::default() });
+    let cut = link(&redis, Link { cut_at_script: Some(0), ..Link::default() });
     // Without a ttl, a lock left behind would stay for good.
     let mut lock = open_lock(&format!("redis://{}/cut", testkit::percent_encode(cut.to_str().unwrap())));
     assert_eq!(server_problem(lock.try_acquire()), ServerProblem::Disconnected);
     assert!(lock.held().is_none());
     assert_eq!(redis.command(&["EXISTS", "lockcore:{cut}:lock"]), "0", "taken back");
     direct.try_acquire().expect("free for the others");
+}
+
+/// The first release ran, but its answer was lost: asked again, it is told
+/// that the lock was given back (not that it expired, nor, during its own
+/// cooldown, that it was lost), and the next taker took over from nobody.
+#[test]
+fn a_release_asked_again_after_its_answer_was_lost_is_told_it_released() {
+    let Some(redis) = server(&[]) else { return };
+    for (options, cooldown) in [("", Duration::ZERO), ("?ttl=1h", Duration::ZERO), ("?ttl=1h", Duration::from_secs(1))]
+    {
+        let name = format!("again{}", options.len() + cooldown.as_secs() as usize);
+        // The server learns the scripts first, over the direct socket.
+        let mut direct = open_lock(&redis.spec(&name, ""));
+        direct.try_acquire().unwrap();
+        direct.release(Duration::ZERO).unwrap();
+        // The acquisition is the first script, its release the second.
+        let cut = link(&redis, Link { cut_at_script: Some(1), ..Link::default() });
+        let socket = testkit::percent_encode(cut.to_str().unwrap());
+        let mut lock = open_lock(&format!("redis://{socket}/{name}{options}"));
+        lock.try_acquire().unwrap();
+        let lost = lock.release(cooldown);
+        assert_eq!(server_problem(lost), ServerProblem::Disconnected, "{options} {cooldown:?}");
+        assert!(lock.held().is_some(), "{options} {cooldown:?}: unanswered, still held");
+        assert_eq!(lock.release(cooldown), Ok(ReleaseOutcome::Released), "{options} {cooldown:?}");
+        if cooldown.is_zero() {
+            let next = direct.try_acquire().expect("free for the others");
+            assert_eq!(next.took_over_from, None, "{options}: it was given back");
+            direct.release(Duration::ZERO).unwrap();
+        }
+    }
 }
 
 #[test]

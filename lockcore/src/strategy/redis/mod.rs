@@ -14,7 +14,7 @@
 //! | `lockcore:{NAME}:fence` | the last fencing token handed out |
 //! | `lockcore:{NAME}:queue` | the waiters' ids, first come first |
 //! | `lockcore:{NAME}:alive` | each waiter's lease: a waiter that stops renewing it leaves the line |
-//! | `lockcore:{NAME}:last` | for the next acquisition to report as the holder it took over from, with the fence then: the record of the last acquisition with a `ttl` until it is given back (its key may expire first), or of a holder broken as dead |
+//! | `lockcore:{NAME}:last` | for the next acquisition to report as the holder it took over from, with the fence then: the record of the last acquisition with a `ttl` until it is given back (its key may expire first), or of a holder broken as dead; for a minute after a release, that release, so that a release asked again after its answer was lost is told it happened |
 //! | `lockcore:{NAME}:wake:<id>` | where a waiter's blocking pop finds its wake-up |
 //!
 //! Every operation is one Lua script, run by `EVALSHA` (by `EVAL` the first
@@ -440,6 +440,10 @@ impl Cooldown for Redis {
                 let kept = kept_record(&mut items)?;
                 Ok(ReleaseOutcome::of_own(kept.expires, cx.now()))
             }
+            // A release asked again after its answer was lost: the first
+            // one gave the lock back (whether it had overrun, only its
+            // answer could tell).
+            Reply::Bulk(Some(b"released")) => Ok(ReleaseOutcome::Released),
             Reply::Bulk(Some(b"expired")) => Ok(ReleaseOutcome::Expired),
             Reply::Bulk(Some(b"lost")) => Ok(ReleaseOutcome::Lost),
             Reply::Bulk(Some(b"foreign")) => Err(foreign()),

@@ -68,11 +68,11 @@ if not current and (not fair or not head or head == me) then
   if not (left or read_left()) then
     return {'foreign'}
   end
-  -- Told only if nothing took the lock since that holder: a taker that
-  -- runs no script of ours would have moved the fence on without reading
-  -- its record.
+  -- Told only if nothing took the lock since that holder, and it did not
+  -- give it back: a taker that runs no script of ours would have moved the
+  -- fence on without reading its record.
   local at, took_over, how_ended = left[1], left[2] or '', left[3] or ''
-  if not at or tonumber(at) ~= last_fence_now then
+  if not at or tonumber(at) ~= last_fence_now or how_ended == 'released' then
     took_over, how_ended = '', ''
   end
   local fence = next_fence(last_fence_now, now_us)

@@ -12,11 +12,17 @@ local function ours(value)
   return value == COOLDOWN or (#value <= LONGEST_RECORD and string.sub(value, 1, #MARKER) == MARKER)
 end
 
+-- How long a release is remembered, for the caller that asks again after
+-- its answer was lost: it is told that the first one gave the lock back.
+local RELEASE_REMEMBERED_MS = 60000
+
 -- What the key that keeps the last holder's record for the next taker
--- holds (`<fence>\n<record>`, or `<fence> dead\n<record>` for a holder
--- broken as dead): that fence, record and 'expired' or 'dead', as this
--- library wrote them; nil when the key is absent; false when it holds
--- anything else, of any type (read without failing on one).
+-- holds (`<fence>\n<record>`, `<fence> dead\n<record>` for a holder broken
+-- as dead, `<fence> released\n<record>` for one that gave it back): that
+-- fence, record and 'expired', 'dead' or 'released', as this library wrote
+-- them; nil when the key is absent; false when it holds anything else, of
+-- any type (read without failing on one).
+local ENDINGS = {[''] = 'expired', [' dead'] = 'dead', [' released'] = 'released'}
 local function last_taken_at(key)
   local text = redis.pcall('GET', key)
   if not text then
@@ -26,8 +32,8 @@ local function last_taken_at(key)
   if type(text) == 'string' then
     at, how, record = string.match(text, '^(%d+)([^\n]*)\n(.*)$')
   end
-  if at and (how == '' or how == ' dead') and record ~= COOLDOWN and ours(record) then
-    return at, record, how == '' and 'expired' or 'dead'
+  if at and ENDINGS[how] and record ~= COOLDOWN and ours(record) then
+    return at, record, ENDINGS[how]
   end
   return false
 end
