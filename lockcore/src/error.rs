@@ -687,7 +687,7 @@ impl fmt::Display for FileErrorText<'_> {
             Problem::Untrusted(Untrusted::OwnedByOther) => {
                 write!(f, "{what} belongs to another user, and the lock's mode keeps it private; refusing to use it")?
             }
-            Problem::Io => write!(f, "input/output error on {what}")?,
+            Problem::Io => write!(f, "an operation on {what} failed")?,
         }
         if let Some(errno) = e.errno {
             write_errno(f, errno)?;

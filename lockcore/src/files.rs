@@ -19,7 +19,7 @@
 //!   renamed aside in one step, and removed only if it is the very file that
 //!   was judged; otherwise it is put back.
 
-use crate::error::{Error, FileError, FileRole};
+use crate::error::{Error, FileError, FileRole, Problem};
 use crate::owner::Nonce;
 use crate::sys::{self, CPath, Errno, Fd, FileStat};
 use crate::trust::Sharing;
@@ -36,8 +36,7 @@ pub fn helper_path(path: &CPath) -> Result<CPath, Error> {
 /// is left behind.
 pub fn create_helper_file(beside: &CPath, mode: u32, bytes: &[u8]) -> Result<CPath, Error> {
     let helper = helper_path(beside)?;
-    let fd =
-        sys::open(&helper, CREATE_NEW_FLAGS, 0).map_err(|e| FileError::from_errno(FileRole::Helper, &helper, e))?;
+    let fd = sys::open(&helper, CREATE_NEW_FLAGS, 0).map_err(|e| create_error(&helper, e))?;
     let written = sys::fchmod(&fd, mode).and_then(|()| sys::write_all(&fd, bytes));
     drop(fd);
     if let Err(e) = written {
@@ -45,6 +44,19 @@ pub fn create_helper_file(beside: &CPath, mode: u32, bytes: &[u8]) -> Result<CPa
         return Err(FileError::io(FileRole::Helper, e));
     }
     Ok(helper)
+}
+
+/// The error of the exclusive create of `helper`. `ENOENT` from a directory
+/// that is there says that its file system makes no files (procfs, sysfs),
+/// or that it was removed meanwhile, not that a directory on the path is
+/// missing.
+fn create_error(helper: &CPath, errno: Errno) -> Error {
+    let directory_is_there =
+        || CPath::from_parts(&[helper.parent()]).is_ok_and(|dir| sys::stat(&dir).is_ok_and(|stat| stat.is_dir()));
+    if errno == Errno::ENOENT && directory_is_there() {
+        return Error::File(FileError { errno: Some(errno), ..FileError::new(FileRole::Directory, Problem::Io) });
+    }
+    FileError::from_errno(FileRole::Helper, helper, errno)
 }
 
 /// Flags for creating a file that must not exist yet.
@@ -338,6 +350,19 @@ fn is_of_one_host(kind: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_that_makes_no_files_is_not_called_missing() {
+        let problem_with = |beside: &[u8]| match create_helper_file(&CPath::from_parts(&[beside]).unwrap(), 0o600, b"")
+        {
+            Err(Error::File(e)) => (e.file, e.problem, e.errno),
+            other => panic!("{other:?}"),
+        };
+        // procfs answers ENOENT to a create in a directory that is there.
+        assert_eq!(problem_with(b"/proc/self/lock"), (FileRole::Directory, Problem::Io, Some(Errno::ENOENT)));
+        let missing = problem_with(b"/nonexistent-directory/lock");
+        assert_eq!(missing, (FileRole::Helper, Problem::NotFound, Some(Errno::ENOENT)));
+    }
 
     #[test]
     fn network_and_user_space_file_systems_are_not_of_one_host() {
