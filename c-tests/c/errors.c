@@ -493,29 +493,34 @@ static bool changes_under_a_section_word(const struct strategy *s) {
 #define SHM_SLEEPING ((uint64_t)1 << 31)
 
 /* Runs in the child of shm_hold_section: takes the section word of the shm
- * lock file `path` in its own name (its pid, no holder named beside it: the
- * library waits for such a live holder until its deadline), says so on
- * `taken`, and lets it go as the library does once `let_go` is closed. */
+ * lock file `path` in its own name (its pid, and a tag whose byte it holds
+ * locked: the library waits for such a live holder until its deadline),
+ * says so on `taken`, and lets it go as the library does once `let_go` is
+ * closed. */
 static bool shm_section_holder(const char *path, int taken, int let_go) {
     int fd = open(path, O_RDWR);
     CHECK_MSG(fd >= 0, "open(%s): %s", path, strerror(errno));
+    uint64_t tag = (uint64_t)getpid() | ((uint64_t)1 << 31);
+    struct flock byte = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(LOCKCORE_SHM_TAG_BYTES_AT + tag),
+                         .l_len = 1};
+    CHECK_MSG(fcntl(fd, F_OFD_SETLK, &byte) == 0, "F_OFD_SETLK of the tag's byte: %s", strerror(errno));
     void *base = mmap(NULL, SHM_FILE_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     CHECK_MSG(base != MAP_FAILED, "mmap(%s): %s", path, strerror(errno));
     uint64_t *word = (uint64_t *)(void *)((char *)base + LOCKCORE_SHM_SECTION_AT);
     uint64_t free_word = 0;
-    CHECK_MSG(__atomic_compare_exchange_n(word, &free_word, (uint64_t)getpid(), false, __ATOMIC_SEQ_CST,
-                                          __ATOMIC_SEQ_CST),
+    CHECK_MSG(__atomic_compare_exchange_n(word, &free_word, (tag << 32) | (uint64_t)getpid(), false,
+                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST),
               "the section word of %s is held", path);
     CHECK(write(taken, "t", 1) == 1);
-    char byte;
-    while (read(let_go, &byte, 1) < 0 && errno == EINTR) {
+    char b;
+    while (read(let_go, &b, 1) < 0 && errno == EINTR) {
     }
     if (__atomic_exchange_n(word, 0, __ATOMIC_SEQ_CST) & SHM_SLEEPING) {
         /* The low half, where the sleepers wait (little-endian). */
         syscall(SYS_futex, (uint32_t *)(void *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     }
     munmap(base, SHM_FILE_LEN);
+    close(fd);
     return true;
 }
 
@@ -1451,7 +1456,7 @@ static bool corrupt_shm(const struct strategy *s, const char *dir) {
     for (int held = 1; held >= 0; held--) {
         ssize_t real_len = 0;
         if (!real_record(s, dir, held == 1, real, sizeof real, &real_len)) return false;
-        CHECK_MSG(real_len == SHM_FILE_LEN && strncmp(real, "shm 2 ", 6) == 0, "the shm file is %zd bytes: \"%.40s\"",
+        CHECK_MSG(real_len == SHM_FILE_LEN && strncmp(real, "shm 3 ", 6) == 0, "the shm file is %zd bytes: \"%.40s\"",
                   real_len, real);
         size_t slot = shm_active_slot(real);
         const char *line = held == 1 ? "lease 2 held " : "lease 2 free ";

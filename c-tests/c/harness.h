@@ -449,7 +449,7 @@ HARNESS_UNUSED static bool private_only(const struct strategy *s) {
 }
 
 /* A shm lock's file, made complete by the library and then changed only in
- * place, through the mapping: a header line (`shm 2 ...`), the section word
+ * place, through the mapping: a header line (`shm 3 ...`), the section word
  * that orders every change at LOCKCORE_SHM_SECTION_AT (as lockcore states it), the
  * index of the active slot (0 or 1) at SHM_ACTIVE_AT, and two slots, each
  * holding a lease line as the lease scheme writes it. The lock's state is

@@ -135,7 +135,7 @@ pub mod internals {
         LONGEST_REPLY as RESP_LONGEST_REPLY,
     };
     pub use crate::strategy::redis::waiter_pid as redis_waiter_pid;
-    pub use crate::strategy::shm::{namespace_fold as shm_namespace_fold, SECTION_AT as SHM_SECTION_AT};
+    pub use crate::strategy::shm::{SECTION_AT as SHM_SECTION_AT, TAG_BYTES_AT as SHM_TAG_BYTES_AT};
     pub use crate::strategy::toplock::line::{Grant, Header, Line, LINE_CAPACITY};
     pub use crate::strategy::toplock::queue_file::{COMPACT_AT, QUEUE_CAPACITY};
     pub use crate::strategy::toplock::replay::Replay;

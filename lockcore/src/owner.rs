@@ -321,23 +321,6 @@ enum Observed {
     Hidden,
 }
 
-impl ProcessId {
-    /// Whether `self`, a process of this host, is provably gone, judged by
-    /// `judge`, a process of this host too: only within one pid namespace,
-    /// by pid and start time (a reused pid has another), and never from
-    /// what `/proc` hides.
-    pub(crate) fn is_gone_as_seen_by(&self, judge: &ProcessId) -> bool {
-        if self.namespace == 0 || self.namespace != judge.namespace || self.start_ticks == 0 {
-            return false;
-        }
-        match observe_process(self.pid) {
-            Observed::Gone => true,
-            Observed::Running { start_ticks } => start_ticks != self.start_ticks,
-            Observed::Hidden => false,
-        }
-    }
-}
-
 /// Looks `pid` up in `/proc`, and proves a claim of "gone" twice over: a
 /// missing `/proc` entry only counts once `kill(pid, 0)` says `ESRCH` too
 /// (under `hidepid` the entry of another user's live process is missing),

@@ -561,7 +561,7 @@ pub fn try_ofd_lock(fd: &Fd, kind: OfdLock) -> SysResult<bool> {
         OfdLock::Exclusive => libc::F_WRLCK,
         OfdLock::Shared => libc::F_RDLCK,
     };
-    match ofd_setlk(fd, l_type as libc::c_short) {
+    match ofd_setlk(fd, l_type as libc::c_short, WHOLE_FILE) {
         Ok(()) => Ok(true),
         Err(Errno::EAGAIN) | Err(Errno::EACCES) => Ok(false),
         Err(e) => Err(e),
@@ -570,15 +570,51 @@ pub fn try_ofd_lock(fd: &Fd, kind: OfdLock) -> SysResult<bool> {
 
 /// Releases the lock [`try_ofd_lock`] took on this description.
 pub fn ofd_unlock(fd: &Fd) -> SysResult<()> {
-    ofd_setlk(fd, libc::F_UNLCK as libc::c_short)
+    ofd_setlk(fd, libc::F_UNLCK as libc::c_short, WHOLE_FILE)
 }
 
-fn ofd_setlk(fd: &Fd, l_type: libc::c_short) -> SysResult<()> {
-    // SAFETY: an all-zero `struct flock` is valid (start 0 and length 0 mean
-    // the whole file, and l_pid must be 0 for OFD locks).
+/// [`try_ofd_lock`], exclusive, of the one byte at `offset` alone (which
+/// may lie past the file's end, where nothing is ever read or written).
+pub fn try_ofd_lock_byte(fd: &Fd, offset: u64) -> SysResult<bool> {
+    match ofd_setlk(fd, libc::F_WRLCK as libc::c_short, one_byte(offset)?) {
+        Ok(()) => Ok(true),
+        Err(Errno::EAGAIN) | Err(Errno::EACCES) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether an open file description other than `fd`'s holds an exclusive
+/// lock on the byte at `offset` (`F_OFD_GETLK`): the kernel's word, which
+/// no process can fake but by holding that lock.
+pub fn ofd_byte_locked_elsewhere(fd: &Fd, offset: u64) -> SysResult<bool> {
+    let (start, len) = one_byte(offset)?;
+    let mut lock = flock_of(libc::F_RDLCK as libc::c_short, (start, len));
+    // SAFETY: plain call on a descriptor we own; the kernel writes into our
+    // valid struct flock.
+    retry(|| cvt(unsafe { libc::fcntl(fd.0, libc::F_OFD_GETLK, &mut lock) }))?;
+    Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// Start 0 and length 0: the whole file, however long it grows.
+const WHOLE_FILE: (libc::off_t, libc::off_t) = (0, 0);
+
+fn one_byte(offset: u64) -> SysResult<(libc::off_t, libc::off_t)> {
+    Ok((libc::off_t::try_from(offset).map_err(|_| Errno(libc::EINVAL))?, 1))
+}
+
+fn flock_of(l_type: libc::c_short, (start, len): (libc::off_t, libc::off_t)) -> libc::flock {
+    // SAFETY: an all-zero `struct flock` is valid (l_pid must be 0 for OFD
+    // locks).
     let mut lock: libc::flock = unsafe { core::mem::zeroed() };
     lock.l_type = l_type;
     lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = start;
+    lock.l_len = len;
+    lock
+}
+
+fn ofd_setlk(fd: &Fd, l_type: libc::c_short, range: (libc::off_t, libc::off_t)) -> SysResult<()> {
+    let lock = flock_of(l_type, range);
     // SAFETY: plain call on a descriptor we own, with a valid struct flock.
     retry(|| cvt(unsafe { libc::fcntl(fd.0, libc::F_OFD_SETLK, &lock) })).map(drop)
 }

@@ -98,14 +98,13 @@ fn a_contender_in_another_time_namespace_does_not_break_a_live_holder() {
     a_contender_in("timens-stale-none", &wrapper, "ttl=1h&stale=none", &[Scheme::Toplock]);
 }
 
-/// A holder of this namespace stopped (SIGSTOP, a debugger, a frozen
-/// cgroup) between taking the section word of a `shm` page and naming
-/// itself beside it leaves a word with its pid and this namespace's tag.
-/// A process in a child pid namespace, which cannot see that pid, must not
-/// take the word from it, however long it waits.
+/// A live holder of the section word of a `shm` page (this process, as a
+/// process stopped in the middle of a change would hold it), whose pid
+/// means nothing in a child pid namespace. A process there must not take
+/// the word from it, however long it waits: the byte of the holder's tag
+/// is locked, which every namespace sees alike.
 #[test]
 fn a_stopped_holder_of_a_shm_section_word_is_not_taken_over_from_another_pid_namespace() {
-    use std::os::unix::fs::{FileExt, MetadataExt};
     let wrapper = ["unshare", "--pid", "--fork", "--mount-proc"];
     if !unshare_works(&wrapper[1..]) {
         eprintln!("skipped: `{}` does not run here (it needs root and the namespace)", wrapper.join(" "));
@@ -115,18 +114,10 @@ fn a_stopped_holder_of_a_shm_section_word_is_not_taken_over_from_another_pid_nam
     let path = dir.join("lock");
     let spec = format!("shm:{}", path.display());
     open_lock(&spec).inspect().unwrap();
-    let mut stopped = Command::new("sleep").arg("60").spawn().unwrap();
-    let namespace = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
-    let tag = (u64::from(lockcore::internals::shm_namespace_fold(namespace)) << 16) | 0x1234;
-    let word = (tag << 32) | u64::from(stopped.id());
-    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    file.write_all_at(&word.to_ne_bytes(), lockcore::internals::SHM_SECTION_AT as u64).unwrap();
+    let word = common::shm_lock::SectionWord::of(&path);
+    word.take();
     let status = child_command(&wrapper, "inspect", &[("SPEC", spec.clone())]).status().unwrap();
-    let alive = stopped.try_wait().unwrap().is_none();
-    let _ = stopped.kill();
-    let _ = stopped.wait();
-    assert!(alive, "the holder lived throughout");
-    assert_eq!(status.code(), Some(BUSY), "{spec}: taken from live pid {} of this namespace: {status}", stopped.id());
-    file.write_all_at(&0u64.to_ne_bytes(), lockcore::internals::SHM_SECTION_AT as u64).unwrap();
+    word.release();
+    assert_eq!(status.code(), Some(BUSY), "{spec}: the section word taken from its live holder: {status}");
     assert!(open_lock(&spec).inspect().is_ok(), "the word, let go, is taken again");
 }

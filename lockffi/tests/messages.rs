@@ -430,8 +430,9 @@ fn lock_path_with_a_small_buffer_gives_the_length_it_needs() {
 enum Exclusion {
     /// Held for as long as the descriptor is open.
     OfdLock { _file: File },
-    /// Held until dropped; the mapping of the file's first page.
-    SectionWord { page: *mut libc::c_void },
+    /// Held until dropped; the mapping of the file's first page, and the
+    /// description that holds the byte of the holder's tag.
+    SectionWord { page: *mut libc::c_void, _file: File },
 }
 
 /// A `shm` lock file's length, and the bit of its section word's low half
@@ -450,7 +451,7 @@ impl Exclusion {
 
 impl Drop for Exclusion {
     fn drop(&mut self) {
-        if let Exclusion::SectionWord { page } = *self {
+        if let Exclusion::SectionWord { page, .. } = *self {
             let word = Exclusion::section_word(page);
             if word.swap(0, std::sync::atomic::Ordering::SeqCst) & SHM_SLEEPING != 0 {
                 // SAFETY: FUTEX_WAKE on the word's low half (little-endian),
@@ -469,7 +470,7 @@ impl Drop for Exclusion {
 fn hold_guard(scheme: Scheme, path: &str) -> Exclusion {
     let file = OpenOptions::new().read(true).write(true).open(path).unwrap();
     if scheme == Scheme::Shm {
-        return hold_shm_section(&file);
+        return hold_shm_section(file);
     }
     // SAFETY: flock is plain data; zero start and length cover the whole file.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
@@ -482,9 +483,20 @@ fn hold_guard(scheme: Scheme, path: &str) -> Exclusion {
 }
 
 /// Takes the section word of the `shm` lock file `file` in this process's
-/// name, with no holder named beside it: the library waits for a live
-/// holder until its deadline.
-fn hold_shm_section(file: &File) -> Exclusion {
+/// name, under a tag whose byte `file` holds locked: the library waits for
+/// such a live holder until its deadline.
+fn hold_shm_section(file: File) -> Exclusion {
+    // Every tag the library draws has its top bit set.
+    let tag = u64::from(std::process::id() | 1 << 31);
+    // SAFETY: flock is plain data; all-zero is valid (l_pid must be 0).
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = (lockcore::internals::SHM_TAG_BYTES_AT + tag) as libc::off_t;
+    lock.l_len = 1;
+    // SAFETY: a descriptor we own and a valid flock struct.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    assert_eq!(rc, 0, "F_OFD_SETLK of the tag's byte: {}", std::io::Error::last_os_error());
     // SAFETY: a fresh shared mapping of the lock's file, which the library
     // made SHM_FILE_LEN long; unmapped when the exclusion is dropped.
     let page = unsafe {
@@ -498,7 +510,7 @@ fn hold_shm_section(file: &File) -> Exclusion {
         )
     };
     assert_ne!(page, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
-    let mine = u64::from(std::process::id());
+    let mine = (tag << 32) | u64::from(std::process::id());
     let taken = Exclusion::section_word(page).compare_exchange(
         0,
         mine,
@@ -506,7 +518,7 @@ fn hold_shm_section(file: &File) -> Exclusion {
         std::sync::atomic::Ordering::SeqCst,
     );
     assert!(taken.is_ok(), "the section word is free between calls");
-    Exclusion::SectionWord { page }
+    Exclusion::SectionWord { page, _file: file }
 }
 
 #[test]

@@ -8,15 +8,20 @@
 //! through a shared mapping:
 //!
 //! ```text
-//! 0     shm 2 lockcore: ...\n   what the file is
-//! 64    u64 section word         its holder's pid in the low half: orders every change
-//! 72    the holder's name        written by the library's holders
+//! 0     shm 3 lockcore: ...\n   what the file is
+//! 64    u64 section word         its holder's pid in the low half, its tag in
+//!                                the high half: orders every change
 //! 128   u32 active slot (0 or 1)
 //! 256   slot 0, 640 slot 1       a lease line each, as `lease` writes it
 //! ```
 //!
+//! A holder's tag is a byte past the file's end, from [`SHM_TAG_BYTES_AT`]
+//! on, that it holds locked (an open-file-description lock) for as long as
+//! it lives: the library takes the word only from a holder whose byte
+//! nobody holds.
+//!
 //! The lock's state is the lease line in the active slot. Only the section
-//! word's offset comes from the library ([`SHM_SECTION_AT`]); the rest is this
+//! word's offset and the tags' place come from the library; the rest is this
 //! layout, written down here so that the tests check the library against
 //! it rather than against itself.
 
@@ -26,7 +31,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
 
-use lockcore::internals::{LeaseState, LEASE_RECORD_LEN, SHM_SECTION_AT};
+use lockcore::internals::{LeaseState, LEASE_RECORD_LEN, SHM_SECTION_AT, SHM_TAG_BYTES_AT};
 
 use super::files::Tree;
 use super::{open_lock, Scheme, SchemeFiles, TestDir};
@@ -34,9 +39,9 @@ use super::{open_lock, Scheme, SchemeFiles, TestDir};
 /// Every `shm` lock file is exactly this long.
 pub const FILE_LEN: usize = 4096;
 /// How the file starts: its kind and version.
-pub const MARKER: &[u8] = b"shm 2 ";
-/// The bytes that belong to the section word and its holder's name: from
-/// its offset to the active index.
+pub const MARKER: &[u8] = b"shm 3 ";
+/// The bytes that change when anyone takes the section word: from its
+/// offset to the active index.
 const SECTION: std::ops::Range<usize> = SHM_SECTION_AT..ACTIVE_AT;
 /// The index (0 or 1) of the slot that holds the state.
 const ACTIVE_AT: usize = 128;
@@ -93,10 +98,9 @@ pub fn forge(path: &Path, state: &LeaseState) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
-/// `bytes`, and if they are a `shm` lock file, without its section word and
-/// its holder's name: whoever takes the word names itself beside it, and a
-/// waiter sets its sleeping bit, whether or not the lock changes. Any other
-/// file's bytes are kept whole.
+/// `bytes`, and if they are a `shm` lock file, without its section word:
+/// whoever takes the word writes it, and a waiter sets its sleeping bit,
+/// whether or not the lock changes. Any other file's bytes are kept whole.
 pub fn without_section(bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes.to_vec();
     if is_shm_file(bytes) {
@@ -119,22 +123,44 @@ pub fn lease_only(mut files: Tree) -> Tree {
 
 /// The section word in a `shm` lock's file, mapped as the library maps it,
 /// for a test that holds it the way another process's change does: taken
-/// with the holder's pid and no name beside it (the library then waits for
-/// it, this process being alive, until its deadline), let go as the
-/// library lets it go, waking the sleepers.
-pub struct SectionWord(*const std::sync::atomic::AtomicU64);
+/// under a tag whose byte this process holds locked (the library then
+/// waits for it, this process being alive, until its deadline), let go as
+/// the library lets it go, waking the sleepers.
+pub struct SectionWord {
+    word: *const std::sync::atomic::AtomicU64,
+    /// The description that holds the tag's byte while the word is held.
+    file: std::fs::File,
+}
 
 /// The bit of the word's low half that says someone sleeps on it.
 const SLEEPING: u64 = 1 << 31;
+
+/// This process's tag: the top bit set, as in every tag the library draws.
+fn own_tag() -> u64 {
+    u64::from(std::process::id() | 1 << 31)
+}
+
+/// `F_OFD_SETLK` of the byte of this process's tag, `l_type` (F_WRLCK or
+/// F_UNLCK).
+fn set_tag_lock(file: &std::fs::File, l_type: i32) {
+    // SAFETY: flock is plain data; all-zero is valid (l_pid must be 0).
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = l_type as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = (SHM_TAG_BYTES_AT + own_tag()) as libc::off_t;
+    lock.l_len = 1;
+    // SAFETY: a descriptor we own and a valid flock struct.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    assert_eq!(rc, 0, "F_OFD_SETLK of the tag's byte: {}", std::io::Error::last_os_error());
+}
 
 impl SectionWord {
     /// Maps the file of the `shm` lock at `path`, which the library made.
     pub fn of(path: &Path) -> SectionWord {
         let file = OpenOptions::new().read(true).write(true).open(path).unwrap();
         // SAFETY: a fresh shared mapping at an address the kernel chooses,
-        // of a file the library made FILE_LEN long; it outlives the
-        // descriptor, as mmap allows, and is never unmapped (4 KiB per use,
-        // for a test's life).
+        // of a file the library made FILE_LEN long; never unmapped (4 KiB
+        // per use, for a test's life).
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -148,17 +174,18 @@ impl SectionWord {
         assert_ne!(base, libc::MAP_FAILED, "mmap {}: {}", path.display(), std::io::Error::last_os_error());
         // SAFETY: the word's offset lies inside the mapping, 8-aligned (the
         // library asserts both where it makes the file).
-        SectionWord(unsafe { base.cast::<u8>().add(SHM_SECTION_AT) }.cast())
+        SectionWord { word: unsafe { base.cast::<u8>().add(SHM_SECTION_AT) }.cast(), file }
     }
 
     fn word(&self) -> &std::sync::atomic::AtomicU64 {
         // SAFETY: inside the live mapping, reached only through atomics.
-        unsafe { &*self.0 }
+        unsafe { &*self.word }
     }
 
     /// Takes the word as this process, waiting as long as it takes.
     pub fn take(&self) {
-        let mine = u64::from(std::process::id());
+        set_tag_lock(&self.file, libc::F_WRLCK);
+        let mine = (own_tag() << 32) | u64::from(std::process::id());
         let give_up = std::time::Instant::now() + super::PATIENCE;
         while self.word().compare_exchange(0, mine, SeqCst, SeqCst).is_err() {
             assert!(std::time::Instant::now() < give_up, "the section word was never free");
@@ -171,7 +198,8 @@ impl SectionWord {
         if self.word().swap(0, SeqCst) & SLEEPING != 0 {
             // SAFETY: FUTEX_WAKE on the word's low half (the pid and the
             // sleeping bit, little-endian), inside the live mapping.
-            unsafe { libc::syscall(libc::SYS_futex, self.0.cast::<u32>(), libc::FUTEX_WAKE, i32::MAX) };
+            unsafe { libc::syscall(libc::SYS_futex, self.word.cast::<u32>(), libc::FUTEX_WAKE, i32::MAX) };
         }
+        set_tag_lock(&self.file, libc::F_UNLCK);
     }
 }

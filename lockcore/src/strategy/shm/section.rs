@@ -3,28 +3,27 @@
 //!
 //! It is a word of the page, taken with one compare-and-swap and waited for
 //! on a futex, that names its holder: the low half holds the holder's pid
-//! (and a bit that says someone sleeps on it), the high half a tag for
-//! this one holding: a fold of the holder's pid namespace, and bits drawn
-//! at random. Beside it the holder then writes who it is (pid namespace,
-//! start time) under the same tag. A process that finds the word held by
-//! the same holding for a while looks at that holder, and takes the word
-//! from it only if it is provably gone: by pid and start time, in its own
-//! pid namespace, and only if the holder named itself under the tag of
-//! this holding. A holder killed between taking the word and naming itself
-//! (or between unnaming itself and letting the word go) is judged by its
-//! pid alone, if the tag says it was of the judge's namespace. A holder
-//! from another namespace is never judged by a pid, which means something
-//! else here, nor is a word whose tag carries no fold of the judge's
-//! namespace and names nobody: a holder of another namespace stopped
-//! before it named itself looks exactly like that, and so does a word
-//! written over with something else, which only removing the file mends.
+//! (and a bit that says someone sleeps on it), the high half the holder's
+//! tag ([`Tag`]). Every handle that maps the page holds, for as long as it
+//! keeps the file open, an open-file-description lock on one byte past the
+//! file's end, chosen by its tag, that no other handle holds. The kernel
+//! lets that lock go when the last descriptor of the description closes,
+//! whatever ends the process, and nothing but holding it makes the byte
+//! look locked. So a process that finds the word held by the same holding
+//! for a while asks the kernel whether the byte of its tag is locked, and
+//! takes the word only if it is not: its holder is gone.
 //!
-//! A holder lets the word go (and its name beside it) only if it still
-//! holds it, and looks again that it holds the word just before it writes
-//! a change and makes it current: a holder stopped in the middle and taken
-//! over from in error (the rare case above) finds, when it goes on, that
-//! its change no longer counts, unless it was stopped between that look
-//! and the write.
+//! No pid is judged: a holder in another pid namespace (where its pid means
+//! another process here, or none), a pid taken by another process since,
+//! and a holder stopped before it could name itself anywhere are all told
+//! apart by the lock alone. A word written over with anything but a live
+//! handle's tag names nobody who holds a byte, and is taken.
+//!
+//! A holder lets the word go only if it still holds it, and looks again
+//! that it holds the word just before it writes a change and makes it
+//! current: a word taken from it in error (written over, then taken) leaves
+//! its change uncounted, unless it was stopped between that look and the
+//! write.
 //!
 //! Nothing in the word is a pointer and no list of it is kept by anyone
 //! (glibc's robust mutexes keep one, through pointers stored in the
@@ -37,20 +36,73 @@ use core::sync::atomic::Ordering::SeqCst;
 use core::time::Duration;
 
 use crate::clock::MonoTime;
-use crate::owner::ProcessId;
-use crate::sys::{self, SharedMapping};
+use crate::sys::{self, Errno, Fd, SharedMapping, SysResult};
 
 /// How long a holding must last, unchanged, before its holder is looked
-/// at: a change takes microseconds, and a look reads `/proc`.
+/// at: a change takes microseconds, and a look is a system call.
 const JUDGE_AFTER: Duration = Duration::from_millis(1);
 
 /// The bit of the low half that says someone sleeps on the word.
 const SLEEPING: u64 = 1 << 31;
 
-/// The section word and the holder's name beside it, at `at` in a page.
+/// Where the tags' bytes start in the file: far past the end of its page,
+/// where no byte is ever read or written.
+pub const TAG_BYTES_AT: u64 = 1 << 32;
+
+/// The bit set in every tag: a word whose high half lacks it was written
+/// by no holder.
+const TAG_BIT: u32 = 1 << 31;
+
+/// How many tags a handle draws before it gives up: one drawn is already
+/// held by another handle with a chance of one in millions.
+const TAG_DRAWS: usize = 8;
+
+/// The bytes the word takes.
+pub const LEN: usize = 8;
+
+/// A handle's tag: a byte of the file, past its end, that it holds locked
+/// through its own open file description for as long as it keeps the file
+/// open. Its descriptor is dropped (and the byte let go) with it.
+pub struct Tag {
+    fd: Fd,
+    /// The high half of every word this handle writes.
+    pub(super) tag: u32,
+}
+
+impl Tag {
+    /// Draws a tag that no other handle holds, and holds its byte through
+    /// `fd`, a description of the file this handle alone opened (a child
+    /// of fork that shares it must draw its own). `avoid`: the tag of the
+    /// word now, whose byte is free if its holder died in a change, and
+    /// must stay free for the next process to find it so.
+    pub fn draw(fd: Fd, avoid: u32) -> SysResult<Tag> {
+        for _ in 0..TAG_DRAWS {
+            let mut drawn = [0u8; 4];
+            crate::process::random(&mut drawn)?;
+            let tag = u32::from_ne_bytes(drawn) | TAG_BIT;
+            if tag != avoid && sys::try_ofd_lock_byte(&fd, byte_of(tag))? {
+                return Ok(Tag { fd, tag });
+            }
+        }
+        Err(Errno(libc::EAGAIN))
+    }
+
+    /// The tag of the holding in `word`.
+    pub fn of_word(word: u64) -> u32 {
+        (word >> 32) as u32
+    }
+}
+
+/// Where the byte of `tag` lies in the file.
+fn byte_of(tag: u32) -> u64 {
+    TAG_BYTES_AT + u64::from(tag)
+}
+
+/// The section word at `at` in a page, taken as the handle with tag `own`.
 pub struct SectionWord<'m> {
     map: &'m SharedMapping,
     at: usize,
+    own: &'m Tag,
     /// The value of the word while this one holds it (0: not taken).
     holding: core::cell::Cell<u64>,
 }
@@ -74,21 +126,11 @@ pub enum NotTaken {
     FileChanged,
 }
 
-/// The bytes the word and the holder's name take from `at` on.
-pub const LEN: usize = 32;
-
-/// Where the holder's name lies, from the word: the holding it names (the
-/// word's value, written last), then the holder's pid namespace and start
-/// time.
-pub(super) const NAMED_AT: usize = 8;
-pub(super) const NAMESPACE_AT: usize = 16;
-pub(super) const START_AT: usize = 24;
-const _: () = assert!(START_AT + 8 == LEN);
-
 impl<'m> SectionWord<'m> {
-    /// The word at byte `at` of `map` (8-aligned, [`LEN`] bytes).
-    pub fn at(map: &'m SharedMapping, at: usize) -> SectionWord<'m> {
-        SectionWord { map, at, holding: core::cell::Cell::new(0) }
+    /// The word at byte `at` of `map` (8-aligned), for the handle whose
+    /// tag is `own`.
+    pub fn at(map: &'m SharedMapping, at: usize, own: &'m Tag) -> SectionWord<'m> {
+        SectionWord { map, at, own, holding: core::cell::Cell::new(0) }
     }
 
     fn word(&self) -> &AtomicU64 {
@@ -103,21 +145,10 @@ impl<'m> SectionWord<'m> {
         self.map.word32(self.at + low_half)
     }
 
-    /// Takes the word as process `me` by `deadline`; `still_whole` is asked
-    /// after every sleep, before the page is touched again.
-    pub fn take(
-        &self,
-        me: &ProcessId,
-        deadline: MonoTime,
-        still_whole: &mut dyn FnMut() -> bool,
-    ) -> Result<Taken, NotTaken> {
-        let mut drawn = [0u8; 2];
-        // Without random bytes, the time tells holdings apart well enough.
-        if crate::process::random(&mut drawn).is_err() {
-            drawn = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u16).to_ne_bytes();
-        }
-        let tag = (u32::from(namespace_fold(me.namespace)) << 16) | u32::from(u16::from_ne_bytes(drawn));
-        let mine = (u64::from(tag) << 32) | u64::from(me.pid as u32);
+    /// Takes the word as process `pid` by `deadline`; `still_whole` is
+    /// asked after every sleep, before the page is touched again.
+    pub fn take(&self, pid: i32, deadline: MonoTime, still_whole: &mut dyn FnMut() -> bool) -> Result<Taken, NotTaken> {
+        let mine = (u64::from(self.own.tag) << 32) | u64::from(pid as u32);
         // The holding seen, and since when.
         let mut seen = (0u64, MonoTime::now());
         loop {
@@ -125,7 +156,7 @@ impl<'m> SectionWord<'m> {
             let now = MonoTime::now();
             if held == 0 {
                 if self.word().compare_exchange(0, mine, SeqCst, SeqCst).is_ok() {
-                    self.hold(mine, me);
+                    self.holding.set(mine);
                     return Ok(Taken::Free);
                 }
                 continue;
@@ -133,9 +164,9 @@ impl<'m> SectionWord<'m> {
             let holding = held & !SLEEPING;
             if holding != seen.0 {
                 seen = (holding, now);
-            } else if now.since(seen.1) >= JUDGE_AFTER && self.holder_is_gone(holding, me) {
+            } else if now.since(seen.1) >= JUDGE_AFTER && self.holder_is_gone(holding) {
                 if self.word().compare_exchange(held, mine, SeqCst, SeqCst).is_ok() {
-                    self.hold(mine, me);
+                    self.holding.set(mine);
                     return Ok(Taken::FromTheDead);
                 }
                 continue;
@@ -164,18 +195,11 @@ impl<'m> SectionWord<'m> {
     }
 
     /// Lets the word go, if this one still holds it, and wakes whoever
-    /// sleeps on it. The holder's name goes first, so that the page is as
-    /// it was before the holding (a judge that reads the word still held
-    /// finds it unnamed, and judges it by its pid: alive).
+    /// sleeps on it.
     pub fn release(&self) {
         let mine = self.holding.replace(0);
-        // The name only if it is still this holding's: one that took the
-        // word over has named itself there.
-        if mine == 0 || self.map.word64(self.at + NAMED_AT).compare_exchange(mine, 0, SeqCst, SeqCst).is_err() {
+        if mine == 0 {
             return;
-        }
-        for name_at in [NAMESPACE_AT, START_AT] {
-            self.map.word64(self.at + name_at).store(0, SeqCst);
         }
         // Whoever else changes a word held as `mine` marks a sleeper once,
         // or takes it over: a few rounds at most.
@@ -193,41 +217,14 @@ impl<'m> SectionWord<'m> {
         }
     }
 
-    /// Keeps `holding`, the word just taken, as this one's, and writes who
-    /// holds it beside it, under the holding's tag: the tag and pid last,
-    /// so that a reader who finds them finds the rest.
-    fn hold(&self, holding: u64, me: &ProcessId) {
-        self.holding.set(holding);
-        self.map.word64(self.at + NAMED_AT).store(0, SeqCst);
-        self.map.word64(self.at + NAMESPACE_AT).store(me.namespace, SeqCst);
-        self.map.word64(self.at + START_AT).store(me.start_ticks, SeqCst);
-        self.map.word64(self.at + NAMED_AT).store(holding, SeqCst);
-    }
-
-    /// Whether the holder of `holding` is provably gone, as `me` can tell.
-    fn holder_is_gone(&self, holding: u64, me: &ProcessId) -> bool {
-        let named = self.map.word64(self.at + NAMED_AT).load(SeqCst);
-        let holder = ProcessId {
-            namespace: self.map.word64(self.at + NAMESPACE_AT).load(SeqCst),
-            start_ticks: self.map.word64(self.at + START_AT).load(SeqCst),
-            pid: holding as u32 as i32,
-        };
-        if named == holding && self.map.word64(self.at + NAMED_AT).load(SeqCst) == holding {
-            return holder.is_gone_as_seen_by(me);
+    /// Whether the holder of `holding` is gone: no description holds the
+    /// byte of its tag (a failed look says it lives).
+    fn holder_is_gone(&self, holding: u64) -> bool {
+        let tag = Tag::of_word(holding);
+        if tag & TAG_BIT == 0 {
+            // No holder writes such a word: it was written over.
+            return true;
         }
-        // Not named under this holding: a holder killed or stopped between
-        // taking the word and naming itself, or the word written over. Its
-        // pid judges it only if its tag says it was of this namespace (a
-        // holder of another one whose fold is the same, stopped in those
-        // few instructions, is the one case this gets wrong), and only a
-        // pid that no process has makes it gone.
-        let of_this_namespace = (holding >> 48) as u16 == namespace_fold(me.namespace);
-        of_this_namespace && (holder.pid <= 0 || matches!(sys::kill(holder.pid, 0), Err(sys::Errno::ESRCH)))
+        matches!(sys::ofd_byte_locked_elsewhere(&self.own.fd, byte_of(tag)), Ok(false))
     }
-}
-
-/// The 16 bits of a holding's tag that say which pid namespace its holder
-/// was in (the id of a namespace, folded).
-pub fn namespace_fold(namespace: u64) -> u16 {
-    (namespace ^ (namespace >> 16) ^ (namespace >> 32) ^ (namespace >> 48)) as u16
 }
