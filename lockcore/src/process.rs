@@ -1,5 +1,6 @@
 //! What this process knows of itself that no child of `fork()` may inherit:
-//! its pid, and random bytes drawn from the kernel but not yet used.
+//! its pid, a number it drew to tell itself from its children, and random
+//! bytes drawn from the kernel but not yet used.
 //!
 //! Both are asked for several times per acquisition (a handle checks that it
 //! has not been forked before each call; every acquisition draws a nonce, and
@@ -18,7 +19,7 @@
 
 use core::ptr;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64};
 
 use crate::sys::{self, SysResult};
 
@@ -31,6 +32,8 @@ const POOL_LEN: usize = 512;
 struct Page {
     /// This process's pid; 0 when not known.
     pid: AtomicI32,
+    /// The number this process drew for itself; 0 when not drawn yet.
+    incarnation: AtomicU64,
     /// Held by the thread that takes bytes from the pool.
     pool_taken: AtomicBool,
     /// How many bytes at the end of `pool` are still unused.
@@ -93,6 +96,33 @@ pub fn pid() -> i32 {
     }
 }
 
+/// A number this process drew for itself, which no child of `fork()` has
+/// (each draws its own): what tells a child from its parent even where both
+/// have one pid (pid 1 of a namespace, forking into a new one). Never 0.
+/// Where no page can be kept, the pid stands in.
+pub fn incarnation() -> u64 {
+    let Some(page) = page() else { return u64::from(sys::getpid() as u32) };
+    match page.incarnation.load(Relaxed) {
+        0 => {
+            let mut bytes = [0u8; 8];
+            let drawn = match random(&mut bytes) {
+                Ok(()) => u64::from_ne_bytes(bytes),
+                // Without random bytes, the pid and the time tell them
+                // apart well enough.
+                Err(_) => {
+                    let since_boot = crate::clock::MonoTime::now().since(crate::clock::MonoTime::EPOCH);
+                    (u64::from(pid() as u32) << 32) ^ since_boot.as_nanos() as u64
+                }
+            } | 1;
+            match page.incarnation.compare_exchange(0, drawn, Relaxed, Relaxed) {
+                Ok(_) => drawn,
+                Err(first) => first,
+            }
+        }
+        drawn => drawn,
+    }
+}
+
 /// Fills `out` (at most a pool's worth) with bytes from the kernel's random
 /// source, one `getrandom(2)` for many calls. A thread that finds another
 /// taking bytes from the pool asks the kernel itself rather than wait.
@@ -140,12 +170,15 @@ pub(crate) fn dead_pid() -> i32 {
 mod tests {
     use super::*;
 
-    /// In the child of a fork the pid is the child's, and the pool holds
-    /// none of the parent's bytes: two processes never draw the same nonce.
+    /// In the child of a fork the pid and the incarnation are the child's,
+    /// and the pool holds none of the parent's bytes: two processes never
+    /// draw the same nonce.
     #[test]
-    fn a_child_of_fork_has_its_own_pid_and_random_bytes() {
+    fn a_child_of_fork_has_its_own_pid_incarnation_and_random_bytes() {
         let parent = pid();
         assert_eq!(parent, sys::getpid());
+        let parents_incarnation = incarnation();
+        assert_eq!(incarnation(), parents_incarnation, "drawn once");
         let mut warm = [0u8; 16];
         random(&mut warm).unwrap();
         let mut fds = [0; 2];
@@ -155,27 +188,31 @@ mod tests {
         // exits; it allocates nothing.
         let child = unsafe { libc::fork() };
         if child == 0 {
-            let mut report = [0u8; 20];
+            let mut report = [0u8; 28];
             report[..4].copy_from_slice(&pid().to_ne_bytes());
-            let _ = random(&mut report[4..]);
+            report[4..12].copy_from_slice(&incarnation().to_ne_bytes());
+            let _ = random(&mut report[12..]);
             // SAFETY: a valid buffer into the pipe's write end.
             unsafe {
                 libc::write(fds[1], report.as_ptr().cast(), report.len());
                 libc::_exit(0);
             }
         }
-        let mut report = [0u8; 20];
+        let mut report = [0u8; 28];
         // SAFETY: a valid buffer from the pipe's read end.
         let n = unsafe { libc::read(fds[0], report.as_mut_ptr().cast(), report.len()) };
         let mut status = 0;
         // SAFETY: waits for our own child.
         unsafe { libc::waitpid(child, &mut status, 0) };
-        assert_eq!(n, 20);
+        assert_eq!(n, 28);
         assert_eq!(i32::from_ne_bytes(report[..4].try_into().unwrap()), child, "the child's own pid");
+        let childs_incarnation = u64::from_ne_bytes(report[4..12].try_into().unwrap());
+        assert_ne!(childs_incarnation, parents_incarnation, "the child's own incarnation");
+        assert_ne!(childs_incarnation, 0);
         let mut next = [0u8; 16];
         random(&mut next).unwrap();
-        assert_ne!(&report[4..], &next[..], "the child drew bytes the parent draws next");
-        assert_eq!(pid(), parent);
+        assert_ne!(&report[12..], &next[..], "the child drew bytes the parent draws next");
+        assert_eq!((pid(), incarnation()), (parent, parents_incarnation));
         // SAFETY: our own descriptors.
         unsafe {
             libc::close(fds[0]);

@@ -1040,6 +1040,23 @@ impl SharedMapping {
         }
     }
 
+    /// Keeps the mapping from every child of `fork()` (`MADV_DONTFORK`): a
+    /// child finds nothing at its addresses, and holds no reference to the
+    /// file through it. A child's copy of the value must be let go with
+    /// [`forget`](Self::forget), never dropped: whatever the child mapped
+    /// since at those addresses is not this mapping.
+    pub fn keep_from_children(&self) -> SysResult<()> {
+        // SAFETY: advice on our own mapping, of its exact range; it changes
+        // what a child inherits, nothing of what this process sees.
+        cvt(unsafe { libc::madvise(self.base.as_ptr().cast(), self.len, libc::MADV_DONTFORK) }).map(drop)
+    }
+
+    /// Lets go of the value of a mapping that this process does not have
+    /// (its parent's, kept from it), leaving its addresses alone.
+    pub fn forget(self) {
+        core::mem::forget(self);
+    }
+
     /// Makes a System V shared memory segment of exactly `len` bytes (zeroed
     /// by the kernel), attaches it and marks it for removal
     /// ([`remove_segment`]): its id, for other processes to

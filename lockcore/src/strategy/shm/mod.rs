@@ -15,7 +15,7 @@
 //! 196   u32 sleepers                  waiters asleep on it
 //! 256   slot 0, 640 slot 1            a lease line each, as `lease` writes it
 //! 2^32  one byte per handle's tag     locked, never written, by each handle
-//!                                     that has the file open (section.rs)
+//!                                     that has the file mapped (section.rs)
 //! ```
 //!
 //! A change writes the new line into the slot that is not active and then
@@ -61,7 +61,7 @@ use crate::trust::Sharing;
 use crate::wait::{Wake, WakeSource};
 
 pub use section::TAG_BYTES_AT;
-use section::{NotTaken, SectionWord, Tag};
+use section::{NotTaken, PageFile, SectionWord, Tag};
 
 mod section;
 
@@ -102,13 +102,52 @@ impl core::fmt::Debug for Shm {
     }
 }
 
-/// The file, mapped, and which file it was, with the tag of this handle
-/// (of the process that mapped it: a child of fork maps it anew).
+/// The file, mapped, and which file it was, with the tag of this handle.
+/// The mapping is the process's that made it ([`Mapped::incarnation`]): a
+/// child of `fork()` inherits neither it nor its tag's lock, and maps the
+/// file anew.
 struct Mapped {
-    map: SharedMapping,
+    map: core::mem::ManuallyDrop<SharedMapping>,
     file: FileStat,
     tag: Tag,
-    pid: i32,
+    incarnation: u64,
+}
+
+impl Mapped {
+    /// Whether the mapping is this process's: made here, not inherited.
+    fn is_here(&self) -> bool {
+        self.incarnation == crate::process::incarnation()
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: `map` is taken once, here, at the end of `self`.
+        let map = unsafe { core::mem::ManuallyDrop::take(&mut self.map) };
+        if self.is_here() {
+            drop(map);
+        } else {
+            // A child's copy: whatever lies at those addresses is not it.
+            map.forget();
+        }
+    }
+}
+
+/// The file behind a handle's page, found again by its path.
+struct OnDisk<'a> {
+    path: &'a CPath,
+    file: &'a FileStat,
+}
+
+impl PageFile for OnDisk<'_> {
+    fn still_whole(&mut self) -> bool {
+        Shm::still_whole(self.path, self.file)
+    }
+
+    fn reopen(&mut self) -> Option<sys::Fd> {
+        let fd = sys::open(self.path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY, 0).ok()?;
+        sys::fstat(&fd).ok().filter(|now| now.same_file(self.file)).map(|_| fd)
+    }
 }
 
 /// The section word held, and the lease as it stood when it was taken.
@@ -195,7 +234,7 @@ impl Shm {
         // handle would open it, and judged by what it holds now, without a
         // touch of the page past its end.
         let still_mapped = match (&self.mapped, &at_path) {
-            (Some(mapped), Ok(now)) => is_whole(now, &mapped.file) && mapped.pid == crate::process::pid(),
+            (Some(mapped), Ok(now)) => mapped.is_here() && is_whole(now, &mapped.file),
             _ => false,
         };
         if still_mapped {
@@ -213,10 +252,22 @@ impl Shm {
             if file.size < FILE_LEN as u64 {
                 return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
             }
-            let map = SharedMapping::new(&fd, FILE_LEN).map_err(|e| FileError::io(FileRole::Lock, e))?;
+            let io = |e| FileError::io(FileRole::Lock, e);
+            let map = SharedMapping::new(&fd, FILE_LEN).map_err(io)?;
+            map.keep_from_children().map_err(io)?;
             let in_word = Tag::of_word(map.word64(SECTION_AT).load(SeqCst));
-            let tag = Tag::draw(fd, in_word).map_err(|e| FileError::io(FileRole::Lock, e))?;
-            self.mapped = Some(Mapped { map, file, tag, pid: crate::process::pid() });
+            let tag = match Tag::draw(&fd, in_word) {
+                Ok(tag) => tag,
+                // Every byte drawn locked: someone locks the file's bytes
+                // wholesale.
+                Err(sys::Errno::EAGAIN) => return Err(Error::Busy(Contention::GuardHeld)),
+                Err(e) => return Err(io(e)),
+            };
+            // The descriptor goes; the mapping keeps the description, and
+            // with it the tag's lock.
+            drop(fd);
+            let map = core::mem::ManuallyDrop::new(map);
+            self.mapped = Some(Mapped { map, file, tag, incarnation: crate::process::incarnation() });
         }
         let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
         let mut header = [0u8; HEADER.len()];
@@ -247,9 +298,9 @@ impl Shm {
     fn section(&mut self, cx: &Context<'_>) -> Result<Section<'_>, Error> {
         self.mapping()?;
         let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
-        let (map, path, file) = (&mapped.map, &self.path, mapped.file);
-        let word = SectionWord::at(map, SECTION_AT, &mapped.tag);
-        match word.take(cx.me.process.pid, cx.deadline, &mut || Shm::still_whole(path, &file)) {
+        let map = &*mapped.map;
+        let word = SectionWord::at(map, SECTION_AT, mapped.tag);
+        match word.take(cx.me.process.pid, cx.deadline, &mut OnDisk { path: &self.path, file: &mapped.file }) {
             // A holder that died mid-change left the active slot whole.
             Ok(_) => {}
             Err(NotTaken::TimedOut) => return Err(Error::Busy(Contention::GuardHeld)),
@@ -377,7 +428,7 @@ impl WakeSource for Shm {
             // No attempt has judged the file since it was armed.
             let _ = self.mapping();
         }
-        let (Some(seen), Some(mapped)) = (self.armed_at, &self.mapped) else {
+        let (Some(seen), Some(mapped)) = (self.armed_at, self.mapped.as_ref().filter(|m| m.is_here())) else {
             sys::sleep(timeout);
             return Wake::TimedOut;
         };
@@ -437,11 +488,30 @@ mod tests {
         }
     }
 
-    /// Another handle of the same file, with a tag of its own, as another
-    /// process would open it.
-    fn other_tag(shm: &Shm) -> Tag {
-        let fd = sys::open(&shm.path, libc::O_RDWR | libc::O_CLOEXEC, 0).unwrap();
-        Tag::draw(fd, 0).unwrap()
+    /// Another handle's tag on the same file, as another process would draw
+    /// it, held while the descriptor is open.
+    fn other_tag(shm: &Shm) -> (sys::Fd, Tag) {
+        let fd = sys::open(&shm.path, libc::O_RDWR, 0).unwrap();
+        let tag = Tag::draw(&fd, 0).unwrap();
+        (fd, tag)
+    }
+
+    /// The file behind the handle's page.
+    fn on_disk(shm: &Shm) -> OnDisk<'_> {
+        OnDisk { path: &shm.path, file: &shm.mapped.as_ref().unwrap().file }
+    }
+
+    /// The file behind a page, as if cut short during every sleep.
+    struct CutShort<'a>(OnDisk<'a>);
+
+    impl PageFile for CutShort<'_> {
+        fn still_whole(&mut self) -> bool {
+            false
+        }
+
+        fn reopen(&mut self) -> Option<sys::Fd> {
+            self.0.reopen()
+        }
     }
 
     /// A process killed while it holds the section word, half-way through
@@ -453,33 +523,36 @@ mod tests {
         let mut lock = Lock::open(spec(&d, "?ttl=30s")).unwrap();
         let first = lock.acquire(Some(Duration::from_secs(5))).unwrap();
         let shm = mapped(&mut lock);
-        let mapping = shm.mapped.as_ref().unwrap();
-        let map = &mapping.map;
         let far = MonoTime::now().saturating_add(Duration::from_secs(5));
-        // SAFETY: the child only opens the file, takes the word, scribbles
-        // and exits: no allocation, no lock that another thread of the
-        // harness might hold.
+        // SAFETY: the child maps the file, takes the word, scribbles and
+        // exits, as another process would: no allocation, no lock that
+        // another thread of the harness might hold.
         let child = unsafe { libc::fork() };
         if child == 0 {
-            let fd = sys::open(&shm.path, libc::O_RDWR | libc::O_CLOEXEC, 0);
-            let tag = fd.ok().and_then(|fd| Tag::draw(fd, 0).ok());
-            let taken =
-                tag.as_ref().map(|tag| SectionWord::at(map, SECTION_AT, tag).take(sys::getpid(), far, &mut || true));
-            let spare = (map.word32(ACTIVE_AT).load(SeqCst) & 1) ^ 1;
-            map.write_bytes(slot_at(spare), b"lease 2 held half-writ");
+            let took = (|| {
+                let fd = sys::open(&shm.path, libc::O_RDWR, 0).ok()?;
+                let map = SharedMapping::new(&fd, FILE_LEN).ok()?;
+                let tag = Tag::draw(&fd, 0).ok()?;
+                SectionWord::at(&map, SECTION_AT, tag).take(sys::getpid(), far, &mut on_disk(shm)).ok()?;
+                let spare = (map.word32(ACTIVE_AT).load(SeqCst) & 1) ^ 1;
+                map.write_bytes(slot_at(spare), b"lease 2 held half-writ");
+                Some(())
+            })();
             // SAFETY: ends the child at once, holding the word: the death
             // under test (or, had it not got the word, a failure below).
-            unsafe { libc::_exit(if matches!(taken, Some(Ok(_))) { 0 } else { 1 }) };
+            unsafe { libc::_exit(if took.is_some() { 0 } else { 1 }) };
         }
         let mut status = 0;
         // SAFETY: waits for our own child, into a valid status word.
         assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child took the word");
-        let word = SectionWord::at(map, SECTION_AT, &mapping.tag);
+        let mapping = shm.mapped.as_ref().unwrap();
+        let word = SectionWord::at(&mapping.map, SECTION_AT, mapping.tag);
         let pid = sys::getpid();
-        assert_eq!(word.take(pid, far, &mut || true), Ok(section::Taken::FromTheDead), "taken from the dead");
+        let taken = word.take(pid, far, &mut on_disk(shm));
+        assert_eq!(taken, Ok(section::Taken::FromTheDead), "taken from the dead");
         word.release();
-        assert_eq!(word.take(pid, far, &mut || true), Ok(section::Taken::Free), "and let go as usual");
+        assert_eq!(word.take(pid, far, &mut on_disk(shm)), Ok(section::Taken::Free), "and let go as usual");
         word.release();
         let seen = lock.inspect().unwrap();
         assert_eq!(seen.holder.map(|h| h.this_handle), Some(true), "the lease is still ours: {seen:?}");
@@ -487,22 +560,42 @@ mod tests {
         assert_eq!(lock.release(Duration::ZERO).unwrap(), ReleaseOutcome::Released);
     }
 
-    /// A child of fork that uses its parent's handle maps the file anew,
-    /// under a tag of its own: a tag shared with a parent that lives on
-    /// would make the child, dead in a change, look alive.
+    /// The lock on a tag's byte outlasts the descriptor that took it, for
+    /// as long as the page is mapped, and goes with the mapping: what a
+    /// handle holds and what others see of it.
+    #[test]
+    fn a_tag_is_held_for_as_long_as_the_page_is_mapped() {
+        with_section_word("tag-held", |shm, _, _, _| {
+            let fd = sys::open(&shm.path, libc::O_RDWR, 0).unwrap();
+            let map = SharedMapping::new(&fd, FILE_LEN).unwrap();
+            let tag = Tag::draw(&fd, 0).unwrap();
+            drop(fd);
+            let byte = section::TAG_BYTES_AT + u64::from(tag.0);
+            let look = || sys::ofd_byte_locked_elsewhere(&on_disk(shm).reopen().unwrap(), byte).unwrap();
+            assert!(look(), "held through the mapping");
+            drop(map);
+            assert!(!look(), "let go with it");
+        });
+    }
+
+    /// A child of fork inherits neither the page nor its tag: it maps the
+    /// file anew under a tag of its own the first time it uses the lock (a
+    /// tag shared with a parent that lives on would make the child, dead in
+    /// a change, look alive), and a child that never uses it keeps nothing
+    /// of the parent's alive.
     #[test]
     fn a_child_of_fork_draws_a_tag_of_its_own() {
         let d = dir("fork-tag");
         let mut lock = Lock::open(spec(&d, "")).unwrap();
         lock.inspect().unwrap();
-        let parents = mapped(&mut lock).mapped.as_ref().unwrap().tag.tag;
+        let parents = mapped(&mut lock).mapped.as_ref().unwrap().tag;
         // SAFETY: the child uses the lock and exits at once; the lock's
         // calls allocate nothing.
         let child = unsafe { libc::fork() };
         if child == 0 {
             let looked = lock.inspect().is_ok();
-            let own = mapped(&mut lock).mapped.as_ref().map(|m| (m.tag.tag, m.pid));
-            let fine = looked && matches!(own, Some((tag, pid)) if tag != parents && pid == sys::getpid());
+            let own = mapped(&mut lock).mapped.as_ref().map(|m| (m.tag, m.is_here()));
+            let fine = looked && matches!(own, Some((tag, true)) if tag != parents);
             // SAFETY: ends the child without running the parent's exit code.
             unsafe { libc::_exit(if fine { 0 } else { 1 }) };
         }
@@ -510,7 +603,7 @@ mod tests {
         // SAFETY: waits for our own child, into a valid status word.
         assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child drew its own tag");
-        assert_eq!(mapped(&mut lock).mapped.as_ref().unwrap().tag.tag, parents, "the parent keeps its own");
+        assert_eq!(mapped(&mut lock).mapped.as_ref().unwrap().tag, parents, "the parent keeps its own");
     }
 
     /// Armed for the attempt of its own handle, the wake source reads the
@@ -556,12 +649,12 @@ mod tests {
         lock.inspect().unwrap();
         let shm = mapped(&mut lock);
         let mapping = shm.mapped.as_ref().unwrap();
-        test(shm, &mapping.map, &SectionWord::at(&mapping.map, SECTION_AT, &mapping.tag), sys::getpid());
+        test(shm, &mapping.map, &SectionWord::at(&mapping.map, SECTION_AT, mapping.tag), sys::getpid());
     }
 
     /// A word is taken only from a holder whose tag's byte nobody holds:
     /// never from a live handle, whatever its pid looks like here (dead,
-    /// or another namespace's); at once from a handle that closed the file
+    /// or another namespace's); at once from a handle whose page is gone
     /// (its process died), and from a word no holder wrote.
     #[test]
     fn a_word_is_taken_only_from_a_holder_whose_tag_nobody_holds() {
@@ -569,38 +662,45 @@ mod tests {
             let soon = || MonoTime::now().saturating_add(Duration::from_millis(100));
             let far = || MonoTime::now().saturating_add(Duration::from_secs(10));
             let gone = u64::from(crate::process::dead_pid() as u32);
-            let live = other_tag(shm);
-            let holding = (u64::from(live.tag) << 32) | gone;
+            let (live, tag) = other_tag(shm);
+            let holding = (u64::from(tag.0) << 32) | gone;
             map.word64(SECTION_AT).store(holding, SeqCst);
-            assert_eq!(word.take(pid, soon(), &mut || true), Err(NotTaken::TimedOut));
+            assert_eq!(word.take(pid, soon(), &mut on_disk(shm)), Err(NotTaken::TimedOut));
             // And a file cut short during the wait is not touched again.
-            assert_eq!(word.take(pid, far(), &mut || false), Err(NotTaken::FileChanged));
+            assert_eq!(word.take(pid, far(), &mut CutShort(on_disk(shm))), Err(NotTaken::FileChanged));
             drop(live);
-            assert_eq!(word.take(pid, far(), &mut || true), Ok(section::Taken::FromTheDead));
+            assert_eq!(word.take(pid, far(), &mut on_disk(shm)), Ok(section::Taken::FromTheDead));
             word.release();
             // Written over: no tag of a holder, whatever its pid.
             map.word64(SECTION_AT).store((0x1234 << 32) | u64::from(pid as u32), SeqCst);
-            assert_eq!(word.take(pid, far(), &mut || true), Ok(section::Taken::FromTheDead));
+            assert_eq!(word.take(pid, far(), &mut on_disk(shm)), Ok(section::Taken::FromTheDead));
             word.release();
             assert_eq!(map.word64(SECTION_AT).load(SeqCst), 0);
         });
     }
 
-    /// A tag is never one another handle holds, nor the one in the word.
+    /// A tag is never one another handle holds, nor the one in the word;
+    /// a file whose bytes are all locked by someone gives no tag.
     #[test]
     fn tags_are_drawn_apart() {
         with_section_word("tags", |shm, map, _, _| {
-            let tags: std::vec::Vec<Tag> = (0..50).map(|_| other_tag(shm)).collect();
-            let mut seen: std::vec::Vec<u32> = tags.iter().map(|t| t.tag).collect();
-            seen.push(shm.mapped.as_ref().unwrap().tag.tag);
-            seen.sort_unstable();
+            let tags: std::vec::Vec<(sys::Fd, Tag)> = (0..50).map(|_| other_tag(shm)).collect();
+            let mut seen: std::vec::Vec<Tag> = tags.iter().map(|(_, t)| *t).collect();
+            seen.push(shm.mapped.as_ref().unwrap().tag);
+            seen.sort_unstable_by_key(|t| t.0);
             seen.dedup();
             assert_eq!(seen.len(), 51, "every handle holds its own tag");
-            let held = tags[0].tag;
+            let held = tags[0].1 .0;
             map.word64(SECTION_AT).store(u64::from(held) << 32 | 1, SeqCst);
-            let fd = sys::open(&shm.path, libc::O_RDWR | libc::O_CLOEXEC, 0).unwrap();
-            assert!(Tag::draw(fd, held).is_ok_and(|t| t.tag != held));
+            let fd = sys::open(&shm.path, libc::O_RDWR, 0).unwrap();
+            assert!(Tag::draw(&fd, held).is_ok_and(|t| t.0 != held));
             map.word64(SECTION_AT).store(0, SeqCst);
+            // A file whose bytes someone locked wholesale, past every tag.
+            let other = CPath::from_parts(&[shm.path.as_bytes(), b".wholesale"]).unwrap();
+            let wholesale = sys::open(&other, libc::O_RDWR | libc::O_CREAT, 0o600).unwrap();
+            assert_eq!(sys::try_ofd_lock(&wholesale, sys::OfdLock::Exclusive), Ok(true));
+            let fd = sys::open(&other, libc::O_RDWR, 0).unwrap();
+            assert_eq!(Tag::draw(&fd, 0), Err(sys::Errno::EAGAIN));
         });
     }
 
@@ -613,14 +713,14 @@ mod tests {
         let mut lock = Lock::open(spec(&d, "?ttl=30s")).unwrap();
         let before = lock.inspect().unwrap();
         let shm = mapped(&mut lock);
-        let mapping = shm.mapped.as_ref().unwrap();
-        let map = &mapping.map;
         let far = MonoTime::now().saturating_add(Duration::from_secs(5));
-        let stale = SectionWord::at(map, SECTION_AT, &mapping.tag);
-        assert_eq!(stale.take(sys::getpid(), far, &mut || true), Ok(section::Taken::Free));
+        let (_other, other) = other_tag(shm);
+        let mapping = shm.mapped.as_ref().unwrap();
+        let map = &*mapping.map;
+        let stale = SectionWord::at(map, SECTION_AT, mapping.tag);
+        assert_eq!(stale.take(sys::getpid(), far, &mut on_disk(shm)), Ok(section::Taken::Free));
         assert!(stale.is_held());
-        let other = other_tag(shm);
-        let new_holder = (u64::from(other.tag) << 32) | u64::from(sys::getpid() as u32);
+        let new_holder = (u64::from(other.0) << 32) | u64::from(sys::getpid() as u32);
         map.word64(SECTION_AT).store(new_holder, SeqCst);
         assert!(!stale.is_held());
         let active = map.word32(ACTIVE_AT).load(SeqCst);

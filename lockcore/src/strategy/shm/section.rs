@@ -5,13 +5,16 @@
 //! on a futex, that names its holder: the low half holds the holder's pid
 //! (and a bit that says someone sleeps on it), the high half the holder's
 //! tag ([`Tag`]). Every handle that maps the page holds, for as long as it
-//! keeps the file open, an open-file-description lock on one byte past the
-//! file's end, chosen by its tag, that no other handle holds. The kernel
-//! lets that lock go when the last descriptor of the description closes,
-//! whatever ends the process, and nothing but holding it makes the byte
-//! look locked. So a process that finds the word held by the same holding
-//! for a while asks the kernel whether the byte of its tag is locked, and
-//! takes the word only if it is not: its holder is gone.
+//! keeps the page mapped, an open-file-description lock on one byte past
+//! the file's end, chosen by its tag, that no other handle holds. The
+//! kernel lets that lock go when nothing refers to the description any
+//! more: the handle's mapping, its only reference once it is made, is
+//! undone when the process ends, however it ends, or calls `exec`, and no
+//! child of `fork()` inherits it. Nothing but holding that lock makes the
+//! byte look locked. So a process that finds the word held by the same
+//! holding for a while asks the kernel, through a description of its own
+//! made for the question, whether the byte of its tag is locked, and takes
+//! the word only if it is not: its holder is gone.
 //!
 //! No pid is judged: a holder in another pid namespace (where its pid means
 //! another process here, or none), a pid taken by another process since,
@@ -38,6 +41,16 @@ use core::time::Duration;
 use crate::clock::MonoTime;
 use crate::sys::{self, Errno, Fd, SharedMapping, SysResult};
 
+/// The file behind the page, as a waiter for the word needs it.
+pub trait PageFile {
+    /// Whether the path still names the file mapped, whole: asked after
+    /// every sleep, before the page is touched again.
+    fn still_whole(&mut self) -> bool;
+    /// A new open file description of the file mapped, if the path still
+    /// names it.
+    fn reopen(&mut self) -> Option<Fd>;
+}
+
 /// How long a holding must last, unchanged, before its holder is looked
 /// at: a change takes microseconds, and a look is a system call.
 const JUDGE_AFTER: Duration = Duration::from_millis(1);
@@ -60,28 +73,25 @@ const TAG_DRAWS: usize = 8;
 /// The bytes the word takes.
 pub const LEN: usize = 8;
 
-/// A handle's tag: a byte of the file, past its end, that it holds locked
-/// through its own open file description for as long as it keeps the file
-/// open. Its descriptor is dropped (and the byte let go) with it.
-pub struct Tag {
-    fd: Fd,
-    /// The high half of every word this handle writes.
-    pub(super) tag: u32,
-}
+/// A handle's tag: the high half of every word it writes, and a byte of the
+/// file, past its end, that it holds locked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tag(pub(super) u32);
 
 impl Tag {
-    /// Draws a tag that no other handle holds, and holds its byte through
-    /// `fd`, a description of the file this handle alone opened (a child
-    /// of fork that shares it must draw its own). `avoid`: the tag of the
-    /// word now, whose byte is free if its holder died in a change, and
-    /// must stay free for the next process to find it so.
-    pub fn draw(fd: Fd, avoid: u32) -> SysResult<Tag> {
+    /// Draws a tag that no other handle holds, and locks its byte through
+    /// `fd`, a description of the file that this handle alone opened and
+    /// maps (the mapping keeps the lock once the descriptor is closed).
+    /// `avoid`: the tag of the word now, whose byte is free if its holder
+    /// died in a change, and must stay free for the next process to find
+    /// it so. `EAGAIN` when every draw found its byte locked.
+    pub fn draw(fd: &Fd, avoid: u32) -> SysResult<Tag> {
         for _ in 0..TAG_DRAWS {
             let mut drawn = [0u8; 4];
             crate::process::random(&mut drawn)?;
             let tag = u32::from_ne_bytes(drawn) | TAG_BIT;
-            if tag != avoid && sys::try_ofd_lock_byte(&fd, byte_of(tag))? {
-                return Ok(Tag { fd, tag });
+            if tag != avoid && sys::try_ofd_lock_byte(fd, byte_of(tag))? {
+                return Ok(Tag(tag));
             }
         }
         Err(Errno(libc::EAGAIN))
@@ -102,7 +112,7 @@ fn byte_of(tag: u32) -> u64 {
 pub struct SectionWord<'m> {
     map: &'m SharedMapping,
     at: usize,
-    own: &'m Tag,
+    own: Tag,
     /// The value of the word while this one holds it (0: not taken).
     holding: core::cell::Cell<u64>,
 }
@@ -129,7 +139,7 @@ pub enum NotTaken {
 impl<'m> SectionWord<'m> {
     /// The word at byte `at` of `map` (8-aligned), for the handle whose
     /// tag is `own`.
-    pub fn at(map: &'m SharedMapping, at: usize, own: &'m Tag) -> SectionWord<'m> {
+    pub fn at(map: &'m SharedMapping, at: usize, own: Tag) -> SectionWord<'m> {
         SectionWord { map, at, own, holding: core::cell::Cell::new(0) }
     }
 
@@ -145,10 +155,9 @@ impl<'m> SectionWord<'m> {
         self.map.word32(self.at + low_half)
     }
 
-    /// Takes the word as process `pid` by `deadline`; `still_whole` is
-    /// asked after every sleep, before the page is touched again.
-    pub fn take(&self, pid: i32, deadline: MonoTime, still_whole: &mut dyn FnMut() -> bool) -> Result<Taken, NotTaken> {
-        let mine = (u64::from(self.own.tag) << 32) | u64::from(pid as u32);
+    /// Takes the word as process `pid` by `deadline`.
+    pub fn take(&self, pid: i32, deadline: MonoTime, file: &mut dyn PageFile) -> Result<Taken, NotTaken> {
+        let mine = (u64::from(self.own.0) << 32) | u64::from(pid as u32);
         // The holding seen, and since when.
         let mut seen = (0u64, MonoTime::now());
         loop {
@@ -164,7 +173,7 @@ impl<'m> SectionWord<'m> {
             let holding = held & !SLEEPING;
             if holding != seen.0 {
                 seen = (holding, now);
-            } else if now.since(seen.1) >= JUDGE_AFTER && self.holder_is_gone(holding) {
+            } else if now.since(seen.1) >= JUDGE_AFTER && holder_is_gone(holding, file) {
                 if self.word().compare_exchange(held, mine, SeqCst, SeqCst).is_ok() {
                     self.holding.set(mine);
                     return Ok(Taken::FromTheDead);
@@ -181,7 +190,7 @@ impl<'m> SectionWord<'m> {
             let nap = deadline.remaining_from(now).min(JUDGE_AFTER);
             // Woken, timed out or interrupted alike: the next round looks.
             let _ = sys::futex_wait(self.futex(), asleep as u32, nap);
-            if !still_whole() {
+            if !file.still_whole() {
                 return Err(NotTaken::FileChanged);
             }
         }
@@ -216,15 +225,18 @@ impl<'m> SectionWord<'m> {
             }
         }
     }
+}
 
-    /// Whether the holder of `holding` is gone: no description holds the
-    /// byte of its tag (a failed look says it lives).
-    fn holder_is_gone(&self, holding: u64) -> bool {
-        let tag = Tag::of_word(holding);
-        if tag & TAG_BIT == 0 {
-            // No holder writes such a word: it was written over.
-            return true;
-        }
-        matches!(sys::ofd_byte_locked_elsewhere(&self.own.fd, byte_of(tag)), Ok(false))
+/// Whether the holder of `holding` is gone: no description of `file` holds
+/// the byte of its tag (one that cannot be asked lives).
+fn holder_is_gone(holding: u64, file: &mut dyn PageFile) -> bool {
+    let tag = Tag::of_word(holding);
+    if tag & TAG_BIT == 0 {
+        // No holder writes such a word: it was written over.
+        return true;
     }
+    // A description of our own, made for the question, holds no tag: every
+    // tag's lock shows through it.
+    let Some(fd) = file.reopen() else { return false };
+    matches!(sys::ofd_byte_locked_elsewhere(&fd, byte_of(tag)), Ok(false))
 }
