@@ -96,8 +96,8 @@ fn a_lock_reached_by_its_socket_or_by_tcp_is_one_lock() {
     // release, for a caller that asks again.
     let mut keys: Vec<String> = redis.command(&["KEYS", "lockcore:{one}:*"]).lines().map(String::from).collect();
     keys.sort();
-    assert_eq!(keys, ["lockcore:{one}:fence", "lockcore:{one}:last"]);
-    let remembered: u64 = redis.command(&["PTTL", "lockcore:{one}:last"]).parse().unwrap();
+    assert_eq!(keys, ["lockcore:{one}:fence", "lockcore:{one}:released"]);
+    let remembered: u64 = redis.command(&["PTTL", "lockcore:{one}:released"]).parse().unwrap();
     assert!((1..=60_000).contains(&remembered), "remembered for {remembered} ms");
 }
 
@@ -186,9 +186,12 @@ fn keys_another_program_wrote_are_refused_and_left_alone() {
     // back, and leaves it alone.
     lock.try_acquire().unwrap();
     redis.command(&["SET", "lockcore:{theirs}:last", "their session data"]);
+    redis.command(&["SET", "lockcore:{theirs}:released", "their session data"]);
     assert_eq!(lock.prolong(None), Ok(ProlongOutcome::Prolonged));
     assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     assert_eq!(redis.command(&["GET", "lockcore:{theirs}:last"]), "their session data");
+    assert_eq!(redis.command(&["GET", "lockcore:{theirs}:released"]), "their session data");
+    redis.command(&["DEL", "lockcore:{theirs}:released"]);
     // A wake list planted for the first in line: a release leaves it as it
     // was, without an expiry; the wake list of the next in line is one
     // wake-up that runs out with a waiter's lease.
@@ -420,8 +423,9 @@ fn the_next_taker_after_a_holder_overran_is_told_so() {
     assert!(previous.stale && !acquired.previous_holder_died(), "overran, not dead: {previous:?}");
     assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Lost));
     assert_eq!(next.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
-    let released = redis.command(&["GET", last_key]);
-    assert!(released.starts_with(&format!("{} released\n", acquired.fence)), "{released}");
+    assert_eq!(redis.command(&["EXISTS", last_key]), "0", "gone with the release");
+    let released = redis.command(&["GET", "lockcore:{overrun}:released"]);
+    assert!(released.starts_with(&format!("{}\n", acquired.fence)), "{released}");
     assert_eq!(holder.try_acquire().unwrap().took_over_from, None, "given back: nobody taken over");
     holder.release(Duration::ZERO).unwrap();
     // Without a ttl nothing can expire, and nothing is kept for it.
@@ -777,7 +781,8 @@ fn an_acquisition_cut_off_before_its_answer_is_taken_back() {
 
 /// The first release ran, but its answer was lost: asked again, it is told
 /// that the lock was given back (not that it expired, nor, during its own
-/// cooldown, that it was lost), and the next taker took over from nobody.
+/// cooldown or after another took the lock, that it was lost), and the next
+/// taker took over from nobody.
 #[test]
 fn a_release_asked_again_after_its_answer_was_lost_is_told_it_released() {
     let Some(redis) = server(&[]) else { return };
@@ -796,11 +801,12 @@ fn a_release_asked_again_after_its_answer_was_lost_is_told_it_released() {
         let lost = lock.release(cooldown);
         assert_eq!(server_problem(lost), ServerProblem::Disconnected, "{options} {cooldown:?}");
         assert!(lock.held().is_some(), "{options} {cooldown:?}: unanswered, still held");
+        // Taken by another since, where no cooldown keeps it shut.
+        let next = cooldown.is_zero().then(|| direct.try_acquire().expect("free for the others"));
         assert_eq!(lock.release(cooldown), Ok(ReleaseOutcome::Released), "{options} {cooldown:?}");
-        if cooldown.is_zero() {
-            let next = direct.try_acquire().expect("free for the others");
+        if let Some(next) = next {
             assert_eq!(next.took_over_from, None, "{options}: it was given back");
-            direct.release(Duration::ZERO).unwrap();
+            assert_eq!(direct.release(Duration::ZERO), Ok(ReleaseOutcome::Released), "{options}: and still held");
         }
     }
 }

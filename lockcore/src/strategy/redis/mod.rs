@@ -14,7 +14,8 @@
 //! | `lockcore:{NAME}:fence` | the last fencing token handed out |
 //! | `lockcore:{NAME}:queue` | the waiters' ids, first come first |
 //! | `lockcore:{NAME}:alive` | each waiter's lease: a waiter that stops renewing it leaves the line |
-//! | `lockcore:{NAME}:last` | for the next acquisition to report as the holder it took over from, with the fence then: the record of the last acquisition with a `ttl` until it is given back (its key may expire first), or of a holder broken as dead; for a minute after a release, that release, so that a release asked again after its answer was lost is told it happened |
+//! | `lockcore:{NAME}:last` | for the next acquisition to report as the holder it took over from, with the fence then: the record of the last acquisition with a `ttl` until it is given back (its key may expire first), or of a holder broken as dead |
+//! | `lockcore:{NAME}:released` | the record of the last release and its fence, for a minute: a release asked again after its answer was lost is told it happened |
 //! | `lockcore:{NAME}:wake:<id>` | where a waiter's blocking pop finds its wake-up |
 //!
 //! Every operation is one Lua script, run by `EVALSHA` (by `EVAL` the first
@@ -166,6 +167,8 @@ struct Keys {
     /// For the next taker: the record of the last acquisition with a ttl,
     /// until it is given back, or of a holder broken as dead.
     last_taken: KeyName,
+    /// The last release, for a minute.
+    released: KeyName,
     /// A waiter's wake list is this and its id.
     wake_prefix: KeyName,
 }
@@ -196,6 +199,7 @@ impl Keys {
             queue: key(b"queue")?,
             alive: key(b"alive")?,
             last_taken: key(b"last")?,
+            released: key(b"released")?,
             wake_prefix: key(b"wake:")?,
         })
     }
@@ -425,6 +429,7 @@ impl Cooldown for Redis {
             self.keys.fence.as_bytes(),
             self.keys.queue.as_bytes(),
             self.keys.last_taken.as_bytes(),
+            self.keys.released.as_bytes(),
         ];
         let (cooldown, lease) = (millis(cooldown), millis(WAITER_LEASE));
         let args = [

@@ -12,17 +12,11 @@ local function ours(value)
   return value == COOLDOWN or (#value <= LONGEST_RECORD and string.sub(value, 1, #MARKER) == MARKER)
 end
 
--- How long a release is remembered, for the caller that asks again after
--- its answer was lost: it is told that the first one gave the lock back.
-local RELEASE_REMEMBERED_MS = 60000
-
 -- What the key that keeps the last holder's record for the next taker
--- holds (`<fence>\n<record>`, `<fence> dead\n<record>` for a holder broken
--- as dead, `<fence> released\n<record>` for one that gave it back): that
--- fence, record and 'expired', 'dead' or 'released', as this library wrote
--- them; nil when the key is absent; false when it holds anything else, of
--- any type (read without failing on one).
-local ENDINGS = {[''] = 'expired', [' dead'] = 'dead', [' released'] = 'released'}
+-- holds (`<fence>\n<record>`, or `<fence> dead\n<record>` for a holder
+-- broken as dead): that fence, record and 'expired' or 'dead', as this
+-- library wrote them; nil when the key is absent; false when it holds
+-- anything else, of any type (read without failing on one).
 local function last_taken_at(key)
   local text = redis.pcall('GET', key)
   if not text then
@@ -32,8 +26,30 @@ local function last_taken_at(key)
   if type(text) == 'string' then
     at, how, record = string.match(text, '^(%d+)([^\n]*)\n(.*)$')
   end
-  if at and ENDINGS[how] and record ~= COOLDOWN and ours(record) then
-    return at, record, ENDINGS[how]
+  if at and (how == '' or how == ' dead') and record ~= COOLDOWN and ours(record) then
+    return at, record, how == '' and 'expired' or 'dead'
+  end
+  return false
+end
+
+-- How long the last release is remembered, for its caller to ask again
+-- after the answer was lost.
+local RELEASE_REMEMBERED_MS = 60000
+
+-- What the key that remembers the last release holds (`<fence>\n<record>`):
+-- that fence and record; nil when the key is absent; false when it holds
+-- anything else, of any type.
+local function released_at(key)
+  local text = redis.pcall('GET', key)
+  if not text then
+    return nil
+  end
+  local at, record
+  if type(text) == 'string' then
+    at, record = string.match(text, '^(%d+)\n(.*)$')
+  end
+  if at and record ~= COOLDOWN and ours(record) then
+    return at, record
   end
   return false
 end
