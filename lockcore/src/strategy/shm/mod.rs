@@ -8,7 +8,7 @@
 //! through the mapping (and the locks on bytes past its end):
 //!
 //! ```text
-//! 0     shm 2 lockcore: ...\n        what the file is
+//! 0     shm 3 lockcore: ...\n        what the file is
 //! 64    u64 the section word: who holds it, orders every change (section.rs)
 //! 128   u32 active slot (0 or 1)
 //! 192   u32 releases                  futex word: moves on whenever the lease is let go
