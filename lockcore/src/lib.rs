@@ -107,6 +107,7 @@ pub use error::{
 pub use fair::LONGEST_SLEEP_IN_LINE;
 pub use lock::{Acquired, Described, Lock, LockGuard, LockName, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};
 pub use owner::{HostName, Liveness, Nonce, Owner, ProcessId, FOREIGN_CLOCK_TOLERANCE, HOST_CAPACITY};
+pub use process::incarnation as process_incarnation;
 pub use record::Record;
 pub use registry::{Ability, AbilitySet, TargetKind};
 pub use spec::{Scheme, Spec, Target};

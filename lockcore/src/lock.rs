@@ -80,6 +80,10 @@ pub struct Lock {
     /// differs from the caller's, and the handle takes the child's identity.
     /// Not `me`'s pid, which [`Lock::with_owner`] sets to another process's.
     pid: i32,
+    /// That process's [`incarnation`](crate::process::incarnation), which
+    /// tells a child from its parent where the pid does not: pid 1 forking
+    /// into a new pid namespace has a child that is pid 1 too.
+    incarnation: Option<u64>,
     sharing: Sharing,
     strategy: AnyStrategy,
     held: Option<Record>,
@@ -144,6 +148,7 @@ impl Lock {
             spec,
             me: owner,
             pid,
+            incarnation: crate::process::incarnation(),
             sharing,
             strategy,
             held: None,
@@ -300,7 +305,7 @@ impl Lock {
     fn pass_turn(&mut self) {
         if let (Some(turn), Line::Open(line)) = (self.turn.take(), &self.line) {
             // A child of fork() does not hold its parent's turn.
-            if turn.pid() == crate::process::pid() {
+            if turn.pid() == crate::process::pid() && self.in_its_own_process() {
                 line.pass(turn);
             }
         }
@@ -337,7 +342,7 @@ impl Lock {
     /// pass it over once it has waited at the head for as long as its
     /// caller said it would wait ([`Context::waits_for`]), or its owner is gone.
     fn abandon(&mut self, deadline: MonoTime) {
-        if self.pid == crate::process::pid() {
+        if self.in_its_own_process() {
             let _ = self.run(deadline, |strategy, cx| match strategy.abilities().as_queue() {
                 Some(queue) => queue.abandon(cx),
                 None => Ok(()),
@@ -704,18 +709,27 @@ impl Lock {
         })
     }
 
-    /// The held record, if this process (not a parent before `fork()`) took it.
-    fn held_here(&self) -> Result<Record, Error> {
+    /// The held record, if this process (not a parent before `fork()`)
+    /// took it: [`Error::NotHeld`], or [`Error::Forked`] in a child of the
+    /// process that did.
+    pub fn held_here(&self) -> Result<Record, Error> {
         let held = self.held.ok_or(Error::NotHeld)?;
-        if held.owner.process.pid != crate::process::pid() {
+        if held.owner.process.pid != crate::process::pid() || !self.in_its_own_process() {
             return Err(Error::Forked);
         }
         Ok(held)
     }
 
-    /// After `fork()` the child is a new owner: new pid, new start time.
+    /// Whether the caller is the process that made or last used this
+    /// handle, not a child of `fork()`.
+    fn in_its_own_process(&self) -> bool {
+        self.pid == crate::process::pid() && self.incarnation == crate::process::incarnation()
+    }
+
+    /// After `fork()` the child is a new owner: new pid (or namespace), new
+    /// start time.
     fn refresh_identity(&mut self) -> Result<(), Error> {
-        if self.pid == crate::process::pid() {
+        if self.in_its_own_process() {
             return Ok(());
         }
         if self.held.is_some() {
@@ -723,6 +737,7 @@ impl Lock {
         }
         self.me = Owner::current()?;
         self.pid = self.me.process.pid;
+        self.incarnation = crate::process::incarnation();
         Ok(())
     }
 

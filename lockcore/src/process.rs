@@ -99,9 +99,14 @@ pub fn pid() -> i32 {
 /// A number this process drew for itself, which no child of `fork()` has
 /// (each draws its own): what tells a child from its parent even where both
 /// have one pid (pid 1 of a namespace, forking into a new one). Never 0.
-/// Where no page can be kept, the pid stands in.
-pub fn incarnation() -> u64 {
-    let Some(page) = page() else { return u64::from(sys::getpid() as u32) };
+/// Where no page can be kept, the pid and its namespace stand in, asked of
+/// the kernel at each call: a parent and a child that share a pid are in
+/// two namespaces. `None` where neither can be had (no page, no `/proc`).
+pub fn incarnation() -> Option<u64> {
+    let Some(page) = page() else {
+        let namespace = crate::clock::namespace_inode(b"/proc/self/ns/pid")?;
+        return Some(((namespace << 32) ^ u64::from(sys::getpid() as u32)) | 1);
+    };
     match page.incarnation.load(Relaxed) {
         0 => {
             let mut bytes = [0u8; 8];
@@ -115,11 +120,11 @@ pub fn incarnation() -> u64 {
                 }
             } | 1;
             match page.incarnation.compare_exchange(0, drawn, Relaxed, Relaxed) {
-                Ok(_) => drawn,
-                Err(first) => first,
+                Ok(_) => Some(drawn),
+                Err(first) => Some(first),
             }
         }
-        drawn => drawn,
+        drawn => Some(drawn),
     }
 }
 
@@ -177,8 +182,8 @@ mod tests {
     fn a_child_of_fork_has_its_own_pid_incarnation_and_random_bytes() {
         let parent = pid();
         assert_eq!(parent, sys::getpid());
-        let parents_incarnation = incarnation();
-        assert_eq!(incarnation(), parents_incarnation, "drawn once");
+        let parents_incarnation = incarnation().unwrap();
+        assert_eq!(incarnation(), Some(parents_incarnation), "drawn once");
         let mut warm = [0u8; 16];
         random(&mut warm).unwrap();
         let mut fds = [0; 2];
@@ -190,7 +195,7 @@ mod tests {
         if child == 0 {
             let mut report = [0u8; 28];
             report[..4].copy_from_slice(&pid().to_ne_bytes());
-            report[4..12].copy_from_slice(&incarnation().to_ne_bytes());
+            report[4..12].copy_from_slice(&incarnation().unwrap_or(0).to_ne_bytes());
             let _ = random(&mut report[12..]);
             // SAFETY: a valid buffer into the pipe's write end.
             unsafe {
@@ -212,7 +217,7 @@ mod tests {
         let mut next = [0u8; 16];
         random(&mut next).unwrap();
         assert_ne!(&report[12..], &next[..], "the child drew bytes the parent draws next");
-        assert_eq!((pid(), incarnation()), (parent, parents_incarnation));
+        assert_eq!((pid(), incarnation()), (parent, Some(parents_incarnation)));
         // SAFETY: our own descriptors.
         unsafe {
             libc::close(fds[0]);

@@ -32,6 +32,9 @@ const REFUSED: i32 = 12;
 fn run_role(role: &str) {
     let spec = var("SPEC");
     let mut lock = open_lock(&spec);
+    if role == "pid1-fork" {
+        pid1_fork(&spec, lock);
+    }
     // Whether the call took the lock.
     let tried = match role {
         "contend" => lock.try_acquire().map(|_| true),
@@ -50,6 +53,34 @@ fn run_role(role: &str) {
         Err(e) if e.kind() == ErrorKind::Unsupported => std::process::exit(REFUSED),
         Err(e) => panic!("{spec}: {}", lock.describe(&e)),
     }
+}
+
+/// As pid 1 of a pid namespace: holds the lock, forks into a new pid
+/// namespace, where the child is pid 1 too, and checks that the child can
+/// neither release the parent's lock nor let it go as its copy of the
+/// handle drops. Exits with [`GOT_IT`] when all holds.
+fn pid1_fork(spec: &str, mut lock: lockcore::Lock) -> ! {
+    assert_eq!(std::process::id(), 1, "run as pid 1 of a pid namespace");
+    lock.try_acquire().unwrap();
+    // SAFETY: plain call; it changes the pid namespace of later children only.
+    assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWPID) }, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: the child only calls the lock, which allocates nothing, and
+    // leaves by _exit.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let refused = matches!(lock.release(Duration::ZERO), Err(lockcore::Error::Forked));
+        drop(lock);
+        // SAFETY: ends the child without the harness's exit handlers.
+        unsafe { libc::_exit(if refused { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child, into a valid status word.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{spec}: the child released the lock");
+    let other = open_lock(spec).try_acquire();
+    assert!(matches!(other, Err(ref e) if e.kind() == ErrorKind::Busy), "{spec}: let go by the child: {other:?}");
+    assert_eq!(lock.release(Duration::ZERO), Ok(lockcore::ReleaseOutcome::Released));
+    std::process::exit(GOT_IT)
 }
 
 /// Whether `unshare` with `args` can run a program here.
@@ -120,4 +151,51 @@ fn a_stopped_holder_of_a_shm_section_word_is_not_taken_over_from_another_pid_nam
     word.release();
     assert_eq!(status.code(), Some(BUSY), "{spec}: the section word taken from its live holder: {status}");
     assert!(open_lock(&spec).inspect().is_ok(), "the word, let go, is taken again");
+}
+
+/// Pid 1 of a pid namespace (a container's init) that forks into a new pid
+/// namespace has a child that is pid 1 too: the child is still told apart
+/// from its parent, and neither releases the parent's lock nor lets it go
+/// when its copy of the handle drops.
+#[test]
+fn a_child_with_its_parents_pid_does_not_release_the_parents_lock() {
+    let wrapper = ["unshare", "--pid", "--fork", "--mount-proc"];
+    if !unshare_works(&wrapper[1..]) {
+        eprintln!("skipped: `{}` does not run here (it needs root and the namespace)", wrapper.join(" "));
+        return;
+    }
+    each_scheme("pid1-fork", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let status = child_command(&wrapper, "pid1-fork", &[("SPEC", spec.clone())]).status().unwrap();
+        assert_eq!(status.code(), Some(GOT_IT), "{spec}: {status}");
+    });
+}
+
+/// On overlayfs (a container's `/tmp`, often) a mapping is of the file
+/// beneath, not of the file opened: a `shm` handle's lock on its tag's byte
+/// would go with its descriptor, and a live holder would be taken for dead.
+/// `shm` is refused there; a scheme without a mapping takes the lock.
+#[test]
+fn shm_is_refused_on_overlayfs() {
+    let dir = TestDir::new("overlayfs");
+    let part = |name: &str| {
+        let path = dir.join(name);
+        std::fs::create_dir(&path).unwrap();
+        path.display().to_string()
+    };
+    let (lower, upper, work, merged) = (part("lower"), part("upper"), part("work"), part("merged"));
+    let mount =
+        format!("mount -t overlay overlay -o lowerdir={lower},upperdir={upper},workdir={work} {merged} && exec \"$@\"");
+    let wrapper = ["unshare", "--mount", "sh", "-c", &mount, "sh"];
+    if !unshare_works(&wrapper[1..]) {
+        eprintln!("skipped: `{}` does not run here (it needs root and overlayfs)", wrapper.join(" "));
+        return;
+    }
+    for (scheme, expected) in [(Scheme::Shm, REFUSED), (Scheme::Lease, GOT_IT)] {
+        // A directory of each scheme's own, made in the upper layer.
+        std::fs::create_dir(dir.join("upper").join(scheme.name())).unwrap();
+        let spec = scheme.spec(&std::path::Path::new(&merged).join(scheme.name()), "");
+        let status = child_command(&wrapper, "contend", &[("SPEC", spec.clone())]).status().unwrap();
+        assert_eq!(status.code(), Some(expected), "{spec} on overlayfs: {status}");
+    }
 }

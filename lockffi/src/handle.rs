@@ -112,8 +112,7 @@ impl lock_handle {
         drop(this.at_exit.get_mut().take());
         drop(this.watchdog.get_mut().take());
         let lock = this.lock.get_mut();
-        let own = lock.held().is_some_and(|held| held.owner.process.pid == std::process::id() as i32);
-        if !own {
+        if lock.held_here().is_err() {
             return Ok(lock_result::LOCK_OK);
         }
         let released = lock.release(std::time::Duration::ZERO);
@@ -233,10 +232,8 @@ impl Drop for Claimed<'_> {
 /// wrong with the call.
 pub fn claim_own(handle: &lock_handle) -> Result<Claimed<'_>, Failure> {
     let mut claimed = handle.claim()?;
-    match claimed.lock().held() {
-        Some(held) if held.owner.process.pid != std::process::id() as i32 => {
-            Err(Failure::Core(lockcore::Error::Forked))
-        }
+    match claimed.lock().held_here() {
+        Err(lockcore::Error::Forked) => Err(Failure::Core(lockcore::Error::Forked)),
         _ => Ok(claimed),
     }
 }

@@ -102,9 +102,11 @@ impl std::error::Error for StartError {
 pub struct Watchdog {
     /// The state shared with the thread, and the thread; taken by drop.
     running: Option<(Arc<Control>, JoinHandle<()>)>,
-    /// The process that started the thread: a child of fork() has the
-    /// value but not the thread, and must not wait for it.
-    pid: u32,
+    /// The process that started the thread, by its incarnation (which pid 1
+    /// forking into a new pid namespace does not share with its child, as
+    /// it does its pid): a child of fork() has the value but not the
+    /// thread, and must not wait for it.
+    started_in: Option<u64>,
 }
 
 /// What the thread is to do, and the condition variable that wakes it when
@@ -174,7 +176,7 @@ impl Watchdog {
         let thread = std::thread::Builder::new()
             .name("lock-watchdog".into())
             .spawn(move || renew_until_stopped(&seen, shadow, every, on_lapse))?;
-        Ok(Watchdog { running: Some((control, thread)), pid: std::process::id() })
+        Ok(Watchdog { running: Some((control, thread)), started_in: lockcore::process_incarnation() })
     }
 
     /// Renews at once, then every third of the `ttl`: after a pause the
@@ -192,7 +194,8 @@ impl Watchdog {
 
     fn set(&self, state: State) {
         // Not in a child of fork(): see Drop.
-        if let Some((control, _)) = self.running.as_ref().filter(|_| self.pid == std::process::id()) {
+        if let Some((control, _)) = self.running.as_ref().filter(|_| self.started_in == lockcore::process_incarnation())
+        {
             control.set(state);
         }
     }
@@ -200,7 +203,7 @@ impl Watchdog {
 
 impl fmt::Debug for Watchdog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Watchdog").field("pid", &self.pid).finish_non_exhaustive()
+        f.debug_struct("Watchdog").field("started_in", &self.started_in).finish_non_exhaustive()
     }
 }
 
@@ -249,7 +252,7 @@ impl Drop for Watchdog {
     /// the watchdog is gone.
     fn drop(&mut self) {
         let Some((control, thread)) = self.running.take() else { return };
-        if self.pid != std::process::id() {
+        if self.started_in != lockcore::process_incarnation() {
             // A child of fork(): the thread was not copied, it may have held
             // the state's mutex at the fork (so locking it could hang), and
             // its thread id means nothing here (neither join nor detach it).
@@ -289,8 +292,8 @@ mod tests {
     fn drop_in_a_fork_child_leaves_state_and_thread_alone() {
         let control = Arc::new(Control { state: Mutex::new(State::Idle), wake: Condvar::new() });
         let thread = std::thread::spawn(|| {});
-        // pid 0 is no process of ours: the drop believes it runs in a child.
-        let watchdog = Watchdog { running: Some((Arc::clone(&control), thread)), pid: 0 };
+        // No process draws 0: the drop believes it runs in a child.
+        let watchdog = Watchdog { running: Some((Arc::clone(&control), thread)), started_in: Some(0) };
         let locked_at_fork = control.state.lock().unwrap();
         let (done, finished) = mpsc::channel();
         std::thread::spawn(move || {

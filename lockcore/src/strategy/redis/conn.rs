@@ -80,8 +80,9 @@ pub struct Connection {
     /// endpoint's: forgotten when it cannot be reached.
     redirected: bool,
     socket: Option<Fd>,
-    /// The process that opened `socket`.
-    opened_by: i32,
+    /// The process that opened `socket`, by its
+    /// [`incarnation`](crate::process::incarnation).
+    opened_by: Option<u64>,
     output: [u8; OUTPUT_CAPACITY],
     input: [u8; INPUT_CAPACITY],
     /// Bytes of `input` received.
@@ -110,7 +111,7 @@ impl Connection {
             address: None,
             redirected: false,
             socket: None,
-            opened_by: 0,
+            opened_by: None,
             output: [0; OUTPUT_CAPACITY],
             input: [0; INPUT_CAPACITY],
             filled: 0,
@@ -184,7 +185,7 @@ impl Connection {
 
     /// A connection fit to carry a question: the one kept, or a new one.
     fn ready(&mut self, deadline: MonoTime) -> Result<(), Error> {
-        if self.socket.is_some() && self.opened_by != crate::process::pid() {
+        if self.socket.is_some() && self.opened_by != crate::process::incarnation() {
             // The parent's: forgotten here, still open there.
             self.socket = None;
         }
@@ -256,7 +257,7 @@ impl Connection {
         }
         let socket = connected?;
         self.socket = Some(socket);
-        self.opened_by = crate::process::pid();
+        self.opened_by = crate::process::incarnation();
         let login = self.log_in(deadline);
         if login.is_err() {
             self.socket = None;

@@ -116,7 +116,7 @@ struct Mapped {
 impl Mapped {
     /// Whether the mapping is this process's: made here, not inherited.
     fn is_here(&self) -> bool {
-        self.incarnation == crate::process::incarnation()
+        crate::process::incarnation() == Some(self.incarnation)
     }
 }
 
@@ -252,6 +252,13 @@ impl Shm {
             if file.size < FILE_LEN as u64 {
                 return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
             }
+            let Some(incarnation) = crate::process::incarnation() else {
+                // A child would take its parent's mapping, kept from it, for
+                // its own.
+                return Err(Error::Unsupported(crate::error::Unsupported::Here(
+                    "a shm lock where a child of fork cannot be told from its parent (no page wiped on fork, no /proc)",
+                )));
+            };
             let io = |e| FileError::io(FileRole::Lock, e);
             let map = SharedMapping::new(&fd, FILE_LEN).map_err(io)?;
             map.keep_from_children().map_err(io)?;
@@ -264,10 +271,21 @@ impl Shm {
                 Err(e) => return Err(io(e)),
             };
             // The descriptor goes; the mapping keeps the description, and
-            // with it the tag's lock.
+            // with it the tag's lock, where the file mapped is the file
+            // opened. Overlayfs maps the file beneath instead: there the
+            // lock would go now, and with it what tells this handle alive.
             drop(fd);
+            let Some(seen_by_others) = (OnDisk { path: &self.path, file: &file }).reopen() else {
+                // Replaced meanwhile: the next attempt judges the new file.
+                return Err(Error::Busy(Contention::Raced));
+            };
+            if !tag.is_locked_through(&seen_by_others) {
+                return Err(Error::Unsupported(crate::error::Unsupported::Here(
+                    "a shm lock on a file system that maps another file than the one opened (overlayfs)",
+                )));
+            }
             let map = core::mem::ManuallyDrop::new(map);
-            self.mapped = Some(Mapped { map, file, tag, incarnation: crate::process::incarnation() });
+            self.mapped = Some(Mapped { map, file, tag, incarnation });
         }
         let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
         let mut header = [0u8; HEADER.len()];

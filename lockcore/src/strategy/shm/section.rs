@@ -97,6 +97,12 @@ impl Tag {
         Err(Errno(libc::EAGAIN))
     }
 
+    /// Whether this tag's byte shows locked through `fd`, a description
+    /// of the file other than the one that locked it.
+    pub fn is_locked_through(self, fd: &Fd) -> bool {
+        matches!(sys::ofd_byte_locked_elsewhere(fd, byte_of(self.0)), Ok(true))
+    }
+
     /// The tag of the holding in `word`.
     pub fn of_word(word: u64) -> u32 {
         (word >> 32) as u32
