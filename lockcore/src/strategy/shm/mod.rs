@@ -144,9 +144,9 @@ impl PageFile for OnDisk<'_> {
         Shm::still_whole(self.path, self.file)
     }
 
-    fn reopen(&mut self) -> Option<sys::Fd> {
-        let fd = sys::open(self.path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY, 0).ok()?;
-        sys::fstat(&fd).ok().filter(|now| now.same_file(self.file)).map(|_| fd)
+    fn reopen(&mut self) -> sys::SysResult<Option<sys::Fd>> {
+        let fd = sys::open(self.path, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY, 0)?;
+        Ok(sys::fstat(&fd)?.same_file(self.file).then_some(fd))
     }
 }
 
@@ -275,7 +275,9 @@ impl Shm {
             // opened. Overlayfs maps the file beneath instead: there the
             // lock would go now, and with it what tells this handle alive.
             drop(fd);
-            let Some(seen_by_others) = (OnDisk { path: &self.path, file: &file }).reopen() else {
+            let reopened = (OnDisk { path: &self.path, file: &file }).reopen();
+            let Some(seen_by_others) = reopened.map_err(|e| FileError::from_errno(FileRole::Lock, &self.path, e))?
+            else {
                 // Replaced meanwhile: the next attempt judges the new file.
                 return Err(Error::Busy(Contention::Raced));
             };
@@ -322,6 +324,7 @@ impl Shm {
             // A holder that died mid-change left the active slot whole.
             Ok(_) => {}
             Err(NotTaken::TimedOut) => return Err(Error::Busy(Contention::GuardHeld)),
+            Err(NotTaken::Unasked(e)) => return Err(FileError::from_errno(FileRole::Lock, &self.path, e)),
             // The next attempt judges the file as it is now.
             Err(NotTaken::FileChanged) => return Err(Error::Busy(Contention::Raced)),
         }
@@ -527,8 +530,21 @@ mod tests {
             false
         }
 
-        fn reopen(&mut self) -> Option<sys::Fd> {
+        fn reopen(&mut self) -> sys::SysResult<Option<sys::Fd>> {
             self.0.reopen()
+        }
+    }
+
+    /// A file that cannot be opened again: too many files open.
+    struct Unopenable;
+
+    impl PageFile for Unopenable {
+        fn still_whole(&mut self) -> bool {
+            true
+        }
+
+        fn reopen(&mut self) -> sys::SysResult<Option<sys::Fd>> {
+            Err(sys::Errno(libc::EMFILE))
         }
     }
 
@@ -589,7 +605,7 @@ mod tests {
             let tag = Tag::draw(&fd, 0).unwrap();
             drop(fd);
             let byte = section::TAG_BYTES_AT + u64::from(tag.0);
-            let look = || sys::ofd_byte_locked_elsewhere(&on_disk(shm).reopen().unwrap(), byte).unwrap();
+            let look = || sys::ofd_byte_locked_elsewhere(&on_disk(shm).reopen().unwrap().unwrap(), byte).unwrap();
             assert!(look(), "held through the mapping");
             drop(map);
             assert!(!look(), "let go with it");
@@ -686,6 +702,9 @@ mod tests {
             assert_eq!(word.take(pid, soon(), &mut on_disk(shm)), Err(NotTaken::TimedOut));
             // And a file cut short during the wait is not touched again.
             assert_eq!(word.take(pid, far(), &mut CutShort(on_disk(shm))), Err(NotTaken::FileChanged));
+            // A holder that cannot be asked about lives, and the deadline
+            // says why it was not asked.
+            assert_eq!(word.take(pid, soon(), &mut Unopenable), Err(NotTaken::Unasked(sys::Errno(libc::EMFILE))));
             drop(live);
             assert_eq!(word.take(pid, far(), &mut on_disk(shm)), Ok(section::Taken::FromTheDead));
             word.release();

@@ -46,9 +46,9 @@ pub trait PageFile {
     /// Whether the path still names the file mapped, whole: asked after
     /// every sleep, before the page is touched again.
     fn still_whole(&mut self) -> bool;
-    /// A new open file description of the file mapped, if the path still
-    /// names it.
-    fn reopen(&mut self) -> Option<Fd>;
+    /// A new open file description of the file mapped; `None` if the path
+    /// names another file now, an error if it could not be opened.
+    fn reopen(&mut self) -> SysResult<Option<Fd>>;
 }
 
 /// How long a holding must last, unchanged, before its holder is looked
@@ -137,6 +137,10 @@ pub enum Taken {
 pub enum NotTaken {
     /// Still held at the deadline.
     TimedOut,
+    /// Still held at the deadline, by a holder that could not be looked
+    /// at: the file could not be opened again to ask (too many files open,
+    /// a security module's refusal).
+    Unasked(Errno),
     /// The page's file was cut short or replaced during the wait: the page
     /// is not to be touched again before it is judged anew.
     FileChanged,
@@ -166,6 +170,8 @@ impl<'m> SectionWord<'m> {
         let mine = (u64::from(self.own.0) << 32) | u64::from(pid as u32);
         // The holding seen, and since when.
         let mut seen = (0u64, MonoTime::now());
+        // Why the last look at its holder could not be made, if it could not.
+        let mut unasked = None;
         loop {
             let held = self.word().load(SeqCst);
             let now = MonoTime::now();
@@ -179,15 +185,21 @@ impl<'m> SectionWord<'m> {
             let holding = held & !SLEEPING;
             if holding != seen.0 {
                 seen = (holding, now);
-            } else if now.since(seen.1) >= JUDGE_AFTER && holder_is_gone(holding, file) {
-                if self.word().compare_exchange(held, mine, SeqCst, SeqCst).is_ok() {
-                    self.holding.set(mine);
-                    return Ok(Taken::FromTheDead);
+            } else if now.since(seen.1) >= JUDGE_AFTER {
+                match judge(holding, file) {
+                    Ok(true) => {
+                        if self.word().compare_exchange(held, mine, SeqCst, SeqCst).is_ok() {
+                            self.holding.set(mine);
+                            return Ok(Taken::FromTheDead);
+                        }
+                        continue;
+                    }
+                    Ok(false) => unasked = None,
+                    Err(e) => unasked = Some(e),
                 }
-                continue;
             }
             if now >= deadline {
-                return Err(NotTaken::TimedOut);
+                return Err(unasked.map_or(NotTaken::TimedOut, NotTaken::Unasked));
             }
             let asleep = held | SLEEPING;
             if held != asleep && self.word().compare_exchange(held, asleep, SeqCst, SeqCst).is_err() {
@@ -234,15 +246,16 @@ impl<'m> SectionWord<'m> {
 }
 
 /// Whether the holder of `holding` is gone: no description of `file` holds
-/// the byte of its tag (one that cannot be asked lives).
-fn holder_is_gone(holding: u64, file: &mut dyn PageFile) -> bool {
+/// the byte of its tag. One that cannot be asked about lives.
+fn judge(holding: u64, file: &mut dyn PageFile) -> SysResult<bool> {
     let tag = Tag::of_word(holding);
     if tag & TAG_BIT == 0 {
         // No holder writes such a word: it was written over.
-        return true;
+        return Ok(true);
     }
     // A description of our own, made for the question, holds no tag: every
-    // tag's lock shows through it.
-    let Some(fd) = file.reopen() else { return false };
-    matches!(sys::ofd_byte_locked_elsewhere(&fd, byte_of(tag)), Ok(false))
+    // tag's lock shows through it. A path that names another file now is
+    // found out after the next sleep.
+    let Some(fd) = file.reopen()? else { return Ok(false) };
+    sys::ofd_byte_locked_elsewhere(&fd, byte_of(tag)).map(|locked| !locked)
 }
