@@ -48,8 +48,9 @@ const SLOTS: usize = 8;
 /// bytes.
 const NAME_CAPACITY: usize = 256;
 
-/// A slot's stage, in the low half of its claim (the high half is the pid
-/// of the process that took it; a claim of 0 is a free slot).
+/// A slot's stage, in the low half of its claim (the high half is the mark
+/// of the process that took it, [`process_mark`]; a claim of 0 is a free
+/// slot).
 const ASKED: u64 = 1;
 const ANSWERED: u64 = 2;
 /// Its caller gave up: the lookup's thread frees it when it ends.
@@ -85,12 +86,22 @@ const UNUSED: Slot = Slot {
 
 static LOOKUPS: [Slot; SLOTS] = [UNUSED; SLOTS];
 
-fn claim_of(pid: i32, stage: u64) -> u64 {
-    (u64::from(pid as u32) << 32) | stage
+fn claim_of(mark: u32, stage: u64) -> u64 {
+    (u64::from(mark) << 32) | stage
 }
 
-fn pid_of(claim: u64) -> i32 {
-    (claim >> 32) as u32 as i32
+fn mark_of(claim: u64) -> u32 {
+    (claim >> 32) as u32
+}
+
+/// What tells this process's claims from those its parent left in the
+/// slots before `fork()`: its incarnation, folded (the pid alone is the
+/// parent's too where pid 1 forks into a new pid namespace).
+fn process_mark() -> u32 {
+    match crate::process::incarnation() {
+        Some(incarnation) => (incarnation ^ (incarnation >> 32)) as u32 | 1,
+        None => crate::process::pid() as u32,
+    }
 }
 
 fn stage_of(claim: u64) -> u64 {
@@ -104,7 +115,7 @@ pub fn resolve(name: &CStr, port: u16, deadline: MonoTime) -> Result<SocketAddre
     if bytes.len() > NAME_CAPACITY {
         return Err(NotResolved::NoSuchHost);
     }
-    let me = crate::process::pid();
+    let me = process_mark();
     let (slot, asked) = loop {
         if let Some(slot) = take_slot(me) {
             break (slot, claim_of(me, ASKED));
@@ -152,10 +163,10 @@ pub fn resolve(name: &CStr, port: u16, deadline: MonoTime) -> Result<SocketAddre
 /// A free slot, taken by process `me`; a slot held by another process is
 /// one this process inherited through `fork()`, whose caller and thread
 /// are not here: it is free too.
-fn take_slot(me: i32) -> Option<&'static Slot> {
+fn take_slot(me: u32) -> Option<&'static Slot> {
     for slot in &LOOKUPS {
         let claim = slot.claim.load(SeqCst);
-        if claim != 0 && pid_of(claim) != me {
+        if claim != 0 && mark_of(claim) != me {
             let _ = slot.claim.compare_exchange(claim, 0, SeqCst, SeqCst);
         }
         if slot.claim.compare_exchange(0, claim_of(me, ASKED), SeqCst, SeqCst).is_ok() {
@@ -201,7 +212,7 @@ extern "C" fn look_up(argument: *mut c_void) -> *mut c_void {
     lookup.answer = look_up_here(lookup);
     let asked = slot.claim.load(SeqCst);
     if stage_of(asked) == ASKED
-        && slot.claim.compare_exchange(asked, claim_of(pid_of(asked), ANSWERED), SeqCst, SeqCst).is_ok()
+        && slot.claim.compare_exchange(asked, claim_of(mark_of(asked), ANSWERED), SeqCst, SeqCst).is_ok()
     {
         slot.answered.store(1, SeqCst);
         sys::futex_wake(&slot.answered);
