@@ -561,11 +561,7 @@ pub fn try_ofd_lock(fd: &Fd, kind: OfdLock) -> SysResult<bool> {
         OfdLock::Exclusive => libc::F_WRLCK,
         OfdLock::Shared => libc::F_RDLCK,
     };
-    match ofd_setlk(fd, l_type as libc::c_short, WHOLE_FILE) {
-        Ok(()) => Ok(true),
-        Err(Errno::EAGAIN) | Err(Errno::EACCES) => Ok(false),
-        Err(e) => Err(e),
-    }
+    try_ofd_setlk(fd, l_type as libc::c_short, WHOLE_FILE)
 }
 
 /// Releases the lock [`try_ofd_lock`] took on this description.
@@ -576,11 +572,7 @@ pub fn ofd_unlock(fd: &Fd) -> SysResult<()> {
 /// [`try_ofd_lock`], exclusive, of the one byte at `offset` alone (which
 /// may lie past the file's end, where nothing is ever read or written).
 pub fn try_ofd_lock_byte(fd: &Fd, offset: u64) -> SysResult<bool> {
-    match ofd_setlk(fd, libc::F_WRLCK as libc::c_short, one_byte(offset)?) {
-        Ok(()) => Ok(true),
-        Err(Errno::EAGAIN) | Err(Errno::EACCES) => Ok(false),
-        Err(e) => Err(e),
-    }
+    try_ofd_setlk(fd, libc::F_WRLCK as libc::c_short, one_byte(offset)?)
 }
 
 /// Whether an open file description other than `fd`'s holds an exclusive
@@ -611,6 +603,16 @@ fn flock_of(l_type: libc::c_short, (start, len): (libc::off_t, libc::off_t)) -> 
     lock.l_start = start;
     lock.l_len = len;
     lock
+}
+
+/// [`ofd_setlk`] of a lock: `Ok(false)` when another description holds a
+/// conflicting one.
+fn try_ofd_setlk(fd: &Fd, l_type: libc::c_short, range: (libc::off_t, libc::off_t)) -> SysResult<bool> {
+    match ofd_setlk(fd, l_type, range) {
+        Ok(()) => Ok(true),
+        Err(Errno::EAGAIN) | Err(Errno::EACCES) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 fn ofd_setlk(fd: &Fd, l_type: libc::c_short, range: (libc::off_t, libc::off_t)) -> SysResult<()> {

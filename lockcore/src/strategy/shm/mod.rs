@@ -281,7 +281,7 @@ impl Shm {
                 // Replaced meanwhile: the next attempt judges the new file.
                 return Err(Error::Busy(Contention::Raced));
             };
-            if !tag.is_locked_through(&seen_by_others) {
+            if !tag.is_locked_through(&seen_by_others).map_err(io)? {
                 return Err(Error::Unsupported(crate::error::Unsupported::Here(
                     "a shm lock on a file system that maps another file than the one opened (overlayfs)",
                 )));

@@ -99,8 +99,8 @@ impl Tag {
 
     /// Whether this tag's byte shows locked through `fd`, a description
     /// of the file other than the one that locked it.
-    pub fn is_locked_through(self, fd: &Fd) -> bool {
-        matches!(sys::ofd_byte_locked_elsewhere(fd, byte_of(self.0)), Ok(true))
+    pub fn is_locked_through(self, fd: &Fd) -> SysResult<bool> {
+        sys::ofd_byte_locked_elsewhere(fd, byte_of(self.0))
     }
 
     /// The tag of the holding in `word`.
@@ -257,5 +257,5 @@ fn judge(holding: u64, file: &mut dyn PageFile) -> SysResult<bool> {
     // tag's lock shows through it. A path that names another file now is
     // found out after the next sleep.
     let Some(fd) = file.reopen()? else { return Ok(false) };
-    sys::ofd_byte_locked_elsewhere(&fd, byte_of(tag)).map(|locked| !locked)
+    Tag(tag).is_locked_through(&fd).map(|locked| !locked)
 }
