@@ -86,6 +86,7 @@ mod fence;
 mod files;
 mod guard;
 mod lock;
+mod look;
 mod owner;
 mod process;
 mod record;
@@ -106,6 +107,7 @@ pub use error::{
 };
 pub use fair::LONGEST_SLEEP_IN_LINE;
 pub use lock::{Acquired, Described, Lock, LockGuard, LockName, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};
+pub use look::LOOK_BELIEVED_FOR;
 pub use owner::{HostName, Liveness, Nonce, Owner, ProcessId, FOREIGN_CLOCK_TOLERANCE, HOST_CAPACITY};
 pub use process::incarnation as process_incarnation;
 pub use record::Record;

@@ -8,6 +8,7 @@ use core::time::Duration;
 use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{Contention, Error, FileRole};
 use crate::fair::{self, Try};
+use crate::look::RecentLook;
 use crate::owner::{Liveness, Nonce, Owner};
 use crate::record::Record;
 use crate::registry::{Ability, AnyStrategy};
@@ -105,6 +106,11 @@ pub struct Lock {
 enum Line {
     /// Opened at the first acquisition.
     Unopened,
+    /// None at the lock's path at the last look: looked for again once that
+    /// look is no longer believed. Only a waiter makes one, so an
+    /// acquisition that passes a turnstile made since can only pass the
+    /// waiters of that moment, and only for as long as the look is believed.
+    Absent(RecentLook),
     Open(Turnstile),
     /// `fair=0`, a lock that keeps no file, a file system shared with other
     /// hosts, or a turnstile that could not be used: waiters try whenever
@@ -270,9 +276,15 @@ impl Lock {
     /// (which also needs the handle); `None` where waiters poll, or where
     /// there is none yet and `create` is false.
     fn take_line(&mut self, create: bool) -> Option<Turnstile> {
-        if matches!(&self.line, Line::Open(line) if !line.is_current()) {
+        let now = MonoTime::now();
+        let look_again = match &mut self.line {
             // Deleted (a cleaner of /tmp) and perhaps made anew: the others
             // queue in the file at the name now.
+            Line::Open(line) => !line.is_current_at(now),
+            Line::Absent(looked) => create || !looked.is_believed(now),
+            Line::Unopened | Line::Unfair => false,
+        };
+        if look_again {
             self.line = Line::Unopened;
         }
         if let Line::Unopened = self.line {
@@ -282,7 +294,10 @@ impl Lock {
             };
             match Turnstile::open(path, self.sharing, create) {
                 Ok(line) => self.line = Line::Open(line),
-                Err(Unusable::Missing) => return None,
+                Err(Unusable::Missing) => {
+                    self.line = Line::Absent(RecentLook::made(now));
+                    return None;
+                }
                 Err(Unusable::Never) => self.line = Line::Unfair,
             }
         }
@@ -468,7 +483,7 @@ impl Lock {
         let reserve = if lock.spec.scheme.supports(Ability::Queue) { ABANDON_RESERVE } else { Duration::ZERO };
         let attempts_end = budget.map(|budget| start.saturating_add(budget.saturating_sub(reserve).max(budget / 2)));
         let (mut line, pid) = (lock.take_line(false), lock.pid);
-        let first_waiter = line.is_none() && matches!(lock.line, Line::Unopened);
+        let first_waiter = line.is_none() && matches!(lock.line, Line::Unopened | Line::Absent(_));
         drop(lock);
         // `keep_place`: whether a failed attempt keeps the strategy's own
         // queue place (`toplock`) for the next. Only a wait outside the

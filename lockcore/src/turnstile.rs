@@ -57,6 +57,7 @@ use core::time::Duration;
 use crate::clock::MonoTime;
 use crate::error::FileRole;
 use crate::files;
+use crate::look::RecentLook;
 use crate::sys::{self, CPath, Fd, FutexWait, OfdLock, SharedMapping};
 use crate::trust::Sharing;
 
@@ -169,6 +170,8 @@ pub struct Turnstile {
     file: sys::FileStat,
     /// For a lock others may write, the segment attached and its file.
     named: Option<Naming>,
+    /// The last look that found the path naming `file`.
+    looked: RecentLook,
 }
 
 /// The file that names the segment a shared lock's queue lives in, and the
@@ -225,7 +228,7 @@ impl Turnstile {
             return Err(Unusable::Never);
         }
         let map = SharedMapping::new(&fd, FILE_LEN).map_err(|_| Unusable::Never)?;
-        Ok(Turnstile { map, path, file, named: None })
+        Ok(Turnstile { map, path, file, named: None, looked: RecentLook::default() })
     }
 
     /// [`open`](Self::open) for a lock others may write: attaches the
@@ -249,7 +252,7 @@ impl Turnstile {
         };
         let _ = sys::ofd_unlock(&fd);
         let (id, map) = attached?;
-        Ok(Turnstile { map, path, file, named: Some(Naming { fd, id }) })
+        Ok(Turnstile { map, path, file, named: Some(Naming { fd, id }), looked: RecentLook::default() })
     }
 
     /// Whether the path still names the file mapped (or, for a lock others
@@ -259,6 +262,17 @@ impl Turnstile {
     pub fn is_current(&self) -> bool {
         sys::lstat(&self.path).is_ok_and(|now| now.same_file(&self.file))
             && self.named.as_ref().map_or(true, |named| Naming::read(&named.fd) == Some(named.id))
+    }
+
+    /// [`is_current`](Self::is_current), by a look made at `now` unless the
+    /// last one is still believed ([`RecentLook`]).
+    pub fn is_current_at(&mut self, now: MonoTime) -> bool {
+        if self.looked.is_believed(now) {
+            return true;
+        }
+        let current = self.is_current();
+        self.looked = if current { RecentLook::made(now) } else { RecentLook::default() };
+        current
     }
 
     fn next(&self) -> &core::sync::atomic::AtomicU32 {

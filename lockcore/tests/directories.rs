@@ -137,6 +137,9 @@ fn a_file_made_writable_by_others_is_refused_by_a_handle_that_used_it() {
         let state = scheme.state_path(dir.path());
         let before = std::fs::read(&state).unwrap();
         set_mode(&state, 0o666);
+        // A handle that keeps its file mapped believes its last look at it
+        // for this long.
+        std::thread::sleep(lockcore::LOOK_BELIEVED_FOR);
         let role = if scheme.guard_path(dir.path()).is_some() { FileRole::Guard } else { FileRole::Lock };
         let kind_and_file = |result: Result<(), lockcore::Error>| result.map_err(|e| (e.kind(), e.file()));
         let refusal = Err((ErrorKind::Untrusted, Some(role)));

@@ -132,3 +132,33 @@ fn killed_in_line(spec: &str, shm: &std::path::Path) {
     // slice at most; a second is a bound with room for a loaded machine.
     assert!(first_turn < Duration::from_secs(1), "{spec}: the first survivor waited {first_turn:?}");
 }
+
+#[test]
+fn a_handle_that_found_no_line_sees_one_made_since() {
+    each_file_scheme("fair-line-made-since", |scheme, dir| {
+        for (i, spec) in specs(scheme, dir).iter().enumerate() {
+            line_made_since(spec, &dir.join(&format!("shm-{i}")));
+        }
+    });
+}
+
+/// A handle that took the lock while nobody waited (and so found no
+/// turnstile) does not pass the waiters that queued since, once its look
+/// for the turnstile is no longer believed.
+fn line_made_since(spec: &str, shm: &std::path::Path) {
+    let shm = Shm::create(shm);
+    let mut early = open_lock(spec);
+    early.try_acquire().unwrap();
+    early.release(Duration::ZERO).unwrap();
+    let (mut holder, mut children) = queue_behind_a_holder(spec, &shm);
+    std::thread::sleep(lockcore::LOOK_BELIEVED_FOR);
+    match early.try_acquire() {
+        Err(lockcore::Error::Busy(lockcore::Contention::Queued { ahead, .. })) => {
+            assert!(ahead >= 1, "{spec}: {ahead} ahead, with {WAITERS} waiting")
+        }
+        other => panic!("{spec}: a try with {WAITERS} waiting in line answered {other:?}"),
+    }
+    holder.release(Duration::ZERO).unwrap();
+    children.expect_success("waiter");
+    assert_eq!(order(&shm), (1..=WAITERS as u64).collect::<Vec<_>>(), "{spec}: the order of the turns");
+}

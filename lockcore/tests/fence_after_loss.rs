@@ -170,6 +170,11 @@ fn damaged_state_files_are_refused(scheme: Scheme, dir: &Path) {
         let what = damage.name;
         let damaged = (damage.make)(&std::fs::read(&state).unwrap());
         std::fs::write(&state, &damaged).unwrap();
+        // A handle believes its last look at a file it keeps mapped for
+        // this long, and touches the page without looking again: a file cut
+        // short meanwhile by its owner would kill it with SIGBUS, as it
+        // would a process with a mutex in a shared mapping of that file.
+        std::thread::sleep(lockcore::LOOK_BELIEVED_FOR);
         let expected = if damage.keeps_marker { corrupt_state(scheme, dir) } else { ErrorKind::NotALock };
         let mut other = open_lock(&spec);
         assert_eq!(lock.try_acquire().map_err(|e| e.kind()), Err(expected), "{what}: try_acquire");

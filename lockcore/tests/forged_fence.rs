@@ -224,6 +224,9 @@ fn an_expired_holder_at_the_largest_fence_is_refused_not_broken() {
             std::fs::remove_file(&lock_path).unwrap();
         }
         leave_expired_at_largest_fence(scheme, dir.path());
+        // A handle that keeps its file mapped sees a new one at its path
+        // once its last look is no longer believed.
+        std::thread::sleep(lockcore::LOOK_BELIEVED_FOR);
         let before = what_a_refusal_keeps(&lock_path);
 
         let seen = lock.inspect().expect("the forged lock parses");

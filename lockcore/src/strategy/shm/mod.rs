@@ -45,9 +45,10 @@
 use core::sync::atomic::Ordering::SeqCst;
 use core::time::Duration;
 
-use crate::clock::Moment;
+use crate::clock::{Moment, MonoTime};
 use crate::error::{Contention, CorruptKind, Error, ErrorKind, FileError, FileRole};
 use crate::files;
+use crate::look::RecentLook;
 use crate::owner::Nonce;
 use crate::record::Record;
 use crate::spec::Spec;
@@ -94,6 +95,9 @@ pub struct Shm {
     armed_at: Option<u32>,
     /// Armed, and the count is yet to be read.
     arming: bool,
+    /// Whether the call under way looked at the path, rather than believe
+    /// an earlier look.
+    looked_in_this_call: bool,
 }
 
 impl core::fmt::Debug for Shm {
@@ -111,6 +115,9 @@ struct Mapped {
     file: FileStat,
     tag: Tag,
     incarnation: u64,
+    /// The last look that found the path naming `file`, whole and with
+    /// bits the lock allows.
+    looked: RecentLook,
 }
 
 impl Mapped {
@@ -225,10 +232,38 @@ impl Shm {
     /// The mapping of the file at the path, opened (and made, if missing)
     /// the first time and again whenever the path has come to name another
     /// file (a cleaner of `/tmp` removed it and someone made it anew). The
-    /// file is judged again at every call, as it is now: its length (a
-    /// mapping past its end would fault), its owner and bits (`chmod` since
-    /// it was mapped), and its header (written over in place).
+    /// file is judged again as it is now, at every call whose last look is
+    /// no longer believed ([`RecentLook`]): its length (a mapping past its
+    /// end would fault), its owner and bits (`chmod` since it was mapped);
+    /// its header (written over in place), at every call.
     fn mapping(&mut self) -> Result<&SharedMapping, Error> {
+        let now = MonoTime::now();
+        let believed = self.mapped.as_ref().is_some_and(|mapped| mapped.is_here() && mapped.looked.is_believed(now));
+        if !believed {
+            self.looked_in_this_call = true;
+            self.look_at_path(now)?;
+        }
+        let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
+        let mut header = [0u8; HEADER.len()];
+        mapped.map.read_bytes(0, &mut header);
+        if !header.starts_with(b"shm ") {
+            // Written over since it was mapped, as a new handle would find it.
+            return Err(Error::not_a_lock(FileRole::Lock));
+        }
+        if header != *HEADER {
+            // Another version of the format: the layout after the header is
+            // not known to be this one.
+            return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
+        }
+        if core::mem::take(&mut self.arming) {
+            self.armed_at = Some(mapped.map.word32(RELEASES_AT).load(SeqCst));
+        }
+        Ok(&mapped.map)
+    }
+
+    /// Judges the file at the path as it is `now`: keeps the mapping if it
+    /// is still of that file, whole, or maps the file anew.
+    fn look_at_path(&mut self, now: MonoTime) -> Result<(), Error> {
         let at_path = sys::lstat(&self.path);
         // A file cut short since it was mapped is opened again, as a new
         // handle would open it, and judged by what it holds now, without a
@@ -240,6 +275,9 @@ impl Shm {
         if still_mapped {
             // Its owner may have changed its bits since it was mapped.
             self.sharing.check_locked(FileRole::Lock, &at_path.map_err(|e| FileError::io(FileRole::Lock, e))?)?;
+            if let Some(mapped) = &mut self.mapped {
+                mapped.looked = RecentLook::made(now);
+            }
         } else {
             self.mapped = None;
             let (fd, file) = files::open_state_file(&self.path, FileRole::Lock, self.sharing, &initial_content(), 0)?;
@@ -287,24 +325,27 @@ impl Shm {
                 )));
             }
             let map = core::mem::ManuallyDrop::new(map);
-            self.mapped = Some(Mapped { map, file, tag, incarnation });
+            self.mapped = Some(Mapped { map, file, tag, incarnation, looked: RecentLook::made(now) });
         }
-        let Some(mapped) = &self.mapped else { return Err(Error::not_a_lock(FileRole::Lock)) };
-        let mut header = [0u8; HEADER.len()];
-        mapped.map.read_bytes(0, &mut header);
-        if !header.starts_with(b"shm ") {
-            // Written over since it was mapped, as a new handle would find it.
-            return Err(Error::not_a_lock(FileRole::Lock));
+        Ok(())
+    }
+
+    /// `op` on the file as last looked at. An error about the file is
+    /// reported only as the file at the path is now: if the call believed
+    /// an earlier look, it is made again after a look (the operator may
+    /// just have removed a damaged file). Only for operations that change
+    /// nothing before they fail so.
+    fn on_file<T>(&mut self, mut op: impl FnMut(&mut Shm) -> Result<T, Error>) -> Result<T, Error> {
+        self.looked_in_this_call = false;
+        match op(self) {
+            Err(e) if e.file().is_some() && !self.looked_in_this_call => {
+                if let Some(mapped) = &mut self.mapped {
+                    mapped.looked = RecentLook::default();
+                }
+                op(self)
+            }
+            result => result,
         }
-        if header != *HEADER {
-            // Another version of the format: the layout after the header is
-            // not known to be this one.
-            return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
-        }
-        if core::mem::take(&mut self.arming) {
-            self.armed_at = Some(mapped.map.word32(RELEASES_AT).load(SeqCst));
-        }
-        Ok(&mapped.map)
     }
 
     /// Whether the path still names the file mapped, whole: a page of a
@@ -345,15 +386,25 @@ impl Shm {
 impl Strategy for Shm {
     fn open(spec: &Spec, sharing: Sharing) -> Result<Shm, Error> {
         let path = spec.file_target()?.clone();
-        Ok(Shm { path, sharing, signal: spec.options.signal, mapped: None, armed_at: None, arming: false })
+        Ok(Shm {
+            path,
+            sharing,
+            signal: spec.options.signal,
+            mapped: None,
+            armed_at: None,
+            arming: false,
+            looked_in_this_call: false,
+        })
     }
 
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
-        let signal = self.signal;
-        let mut section = self.section(cx)?;
-        let taken = section.state.take(cx, nonce, ttl, section.now, signal)?;
-        section.write(&LeaseState::Held(taken.record))?;
-        Ok(taken)
+        self.on_file(|shm| {
+            let signal = shm.signal;
+            let mut section = shm.section(cx)?;
+            let taken = section.state.take(cx, nonce, ttl, section.now, signal)?;
+            section.write(&LeaseState::Held(taken.record))?;
+            Ok(taken)
+        })
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
@@ -361,44 +412,52 @@ impl Strategy for Shm {
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        let section = self.section(cx)?;
-        Ok(section.state.inspection(cx, section.now))
+        self.on_file(|shm| {
+            let section = shm.section(cx)?;
+            Ok(section.state.inspection(cx, section.now))
+        })
     }
 }
 
 impl Prolong for Shm {
     fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let mut section = self.section(cx)?;
-        let (outcome, renewed) = section.state.renew(held, section.now, ttl);
-        if let Some(renewed) = renewed {
-            section.write(&LeaseState::Held(renewed))?;
-            held.expires = renewed.expires;
-        }
-        Ok(outcome)
+        self.on_file(|shm| {
+            let mut section = shm.section(cx)?;
+            let (outcome, renewed) = section.state.renew(held, section.now, ttl);
+            if let Some(renewed) = renewed {
+                section.write(&LeaseState::Held(renewed))?;
+                held.expires = renewed.expires;
+            }
+            Ok(outcome)
+        })
     }
 }
 
 impl Cooldown for Shm {
     fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        let mut section = self.section(cx)?;
-        let (outcome, free) = section.state.give_back(held, section.now, cooldown);
-        if let Some(free) = free {
-            section.write(&free)?;
-        }
-        Ok(outcome)
+        self.on_file(|shm| {
+            let mut section = shm.section(cx)?;
+            let (outcome, free) = section.state.give_back(held, section.now, cooldown);
+            if let Some(free) = free {
+                section.write(&free)?;
+            }
+            Ok(outcome)
+        })
     }
 }
 
 impl Break for Shm {
     fn break_lock(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
-        let mut section = self.section(cx)?;
-        match section.state.broken() {
-            Some(free) => {
-                section.write(&free)?;
-                Ok(true)
+        self.on_file(|shm| {
+            let mut section = shm.section(cx)?;
+            match section.state.broken() {
+                Some(free) => {
+                    section.write(&free)?;
+                    Ok(true)
+                }
+                None => Ok(false),
             }
-            None => Ok(false),
-        }
+        })
     }
 }
 
@@ -409,6 +468,8 @@ impl Commit for Shm {
         held: &Record,
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
+        // The action is not run twice: only the judging of the file is.
+        self.on_file(|shm| shm.mapping().map(|_| ()))?;
         let section = self.section(cx)?;
         commit_if_current(section.state.ours(held), section.now, action)
     }
@@ -459,14 +520,24 @@ impl WakeSource for Shm {
             FutexWait::TimedOut => Wake::TimedOut,
             FutexWait::Woken | FutexWait::Interrupted => Wake::Woken,
         };
-        if !Shm::still_whole(&self.path, &mapped.file) {
+        let now = MonoTime::now();
+        let at_path = sys::lstat(&self.path);
+        if !at_path.as_ref().is_ok_and(|at_path| is_whole(at_path, &mapped.file)) {
             // Cut short while we slept: the page is not touched again; the
             // attempt that follows judges the file as it is now.
             self.armed_at = None;
             return Wake::Woken;
         }
         sleepers.fetch_sub(1, SeqCst);
-        if releases.load(SeqCst) != seen {
+        let released = releases.load(SeqCst) != seen;
+        // The look just made, whole and with bits the lock allows, serves
+        // the attempt that follows.
+        if at_path.is_ok_and(|at_path| self.sharing.check_locked(FileRole::Lock, &at_path).is_ok()) {
+            if let Some(mapped) = &mut self.mapped {
+                mapped.looked = RecentLook::made(now);
+            }
+        }
+        if released {
             return Wake::Woken;
         }
         woke
