@@ -35,10 +35,11 @@
 //! shared mapping past the end of its file dies of `SIGBUS`, and whoever
 //! may write the file may shorten it. The spec refuses a mode that lets
 //! others write; a file of another user, or one others may write, is
-//! refused before it is mapped ([`files::open_state_file`]), and every
-//! call judges the file again (its length, bits and header) before it
-//! touches the page. Its owner can still shorten it between that look and
-//! the touch, and kill its own processes so: that is no one else's power.
+//! refused before it is mapped ([`files::open_state_file`]), and the
+//! file is judged again (its length and bits) before the page is touched
+//! whenever the last look is no longer believed ([`RecentLook`]), its header
+//! at every call. Its owner can still shorten it after a look, and kill its
+//! own processes so: that is no one else's power.
 //! Only for local file systems too, where one host's processes share one
 //! page.
 
@@ -116,8 +117,9 @@ struct Mapped {
     tag: Tag,
     incarnation: u64,
     /// The last look that found the path naming `file`, whole and with
-    /// bits the lock allows.
-    looked: RecentLook,
+    /// bits the lock allows. A cell, so that a call that finds the file
+    /// changed through the page it borrows can say so.
+    looked: core::cell::Cell<RecentLook>,
 }
 
 impl Mapped {
@@ -238,7 +240,8 @@ impl Shm {
     /// its header (written over in place), at every call.
     fn mapping(&mut self) -> Result<&SharedMapping, Error> {
         let now = MonoTime::now();
-        let believed = self.mapped.as_ref().is_some_and(|mapped| mapped.is_here() && mapped.looked.is_believed(now));
+        let believed =
+            self.mapped.as_ref().is_some_and(|mapped| mapped.is_here() && mapped.looked.get().is_believed(now));
         if !believed {
             self.looked_in_this_call = true;
             self.look_at_path(now)?;
@@ -275,8 +278,8 @@ impl Shm {
         if still_mapped {
             // Its owner may have changed its bits since it was mapped.
             self.sharing.check_locked(FileRole::Lock, &at_path.map_err(|e| FileError::io(FileRole::Lock, e))?)?;
-            if let Some(mapped) = &mut self.mapped {
-                mapped.looked = RecentLook::made(now);
+            if let Some(mapped) = &self.mapped {
+                mapped.looked.set(RecentLook::made(now));
             }
         } else {
             self.mapped = None;
@@ -325,7 +328,7 @@ impl Shm {
                 )));
             }
             let map = core::mem::ManuallyDrop::new(map);
-            self.mapped = Some(Mapped { map, file, tag, incarnation, looked: RecentLook::made(now) });
+            self.mapped = Some(Mapped { map, file, tag, incarnation, looked: RecentLook::made(now).into() });
         }
         Ok(())
     }
@@ -339,8 +342,8 @@ impl Shm {
         self.looked_in_this_call = false;
         match op(self) {
             Err(e) if e.file().is_some() && !self.looked_in_this_call => {
-                if let Some(mapped) = &mut self.mapped {
-                    mapped.looked = RecentLook::default();
+                if let Some(mapped) = &self.mapped {
+                    mapped.looked.take();
                 }
                 op(self)
             }
@@ -367,7 +370,10 @@ impl Shm {
             Err(NotTaken::TimedOut) => return Err(Error::Busy(Contention::GuardHeld)),
             Err(NotTaken::Unasked(e)) => return Err(FileError::from_errno(FileRole::Lock, &self.path, e)),
             // The next attempt judges the file as it is now.
-            Err(NotTaken::FileChanged) => return Err(Error::Busy(Contention::Raced)),
+            Err(NotTaken::FileChanged) => {
+                mapped.looked.take();
+                return Err(Error::Busy(Contention::Raced));
+            }
         }
         let mut section = Section { map, word, state: NEW_LEASE, now: Moment::now(cx.me.boot), freed: false };
         let mut line = [0u8; LEASE_RECORD_LEN];
@@ -521,21 +527,27 @@ impl WakeSource for Shm {
             FutexWait::Woken | FutexWait::Interrupted => Wake::Woken,
         };
         let now = MonoTime::now();
-        let at_path = sys::lstat(&self.path);
-        if !at_path.as_ref().is_ok_and(|at_path| is_whole(at_path, &mapped.file)) {
-            // Cut short while we slept: the page is not touched again; the
-            // attempt that follows judges the file as it is now.
-            self.armed_at = None;
-            return Wake::Woken;
+        let mut fresh_look = None;
+        if !mapped.looked.get().is_believed(now) {
+            // Asleep for longer than a look is believed: the file is looked
+            // at before its page is touched again.
+            let at_path = sys::lstat(&self.path);
+            if !at_path.as_ref().is_ok_and(|at_path| is_whole(at_path, &mapped.file)) {
+                // Cut short while we slept: the page is not touched again;
+                // the attempt that follows judges the file as it is now.
+                self.armed_at = None;
+                return Wake::Woken;
+            }
+            // Whole, and with bits the lock allows: the look serves the
+            // attempt that follows.
+            fresh_look = at_path
+                .is_ok_and(|at_path| self.sharing.check_locked(FileRole::Lock, &at_path).is_ok())
+                .then_some(RecentLook::made(now));
         }
         sleepers.fetch_sub(1, SeqCst);
         let released = releases.load(SeqCst) != seen;
-        // The look just made, whole and with bits the lock allows, serves
-        // the attempt that follows.
-        if at_path.is_ok_and(|at_path| self.sharing.check_locked(FileRole::Lock, &at_path).is_ok()) {
-            if let Some(mapped) = &mut self.mapped {
-                mapped.looked = RecentLook::made(now);
-            }
+        if let Some(look) = fresh_look {
+            mapped.looked.set(look);
         }
         if released {
             return Wake::Woken;
@@ -874,6 +886,52 @@ mod tests {
         std::fs::write(&path, &initial_content()[..1000]).unwrap();
         assert_eq!(lock.try_acquire().unwrap_err().kind(), ErrorKind::Corrupt(CorruptKind::Record));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000, "nothing was written");
+    }
+
+    #[test]
+    fn a_handle_judges_its_file_again_once_its_look_is_no_longer_believed() {
+        let d = dir("believed");
+        let path = d.0.join("lock");
+        let mut lock = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        let first = lock.try_acquire().unwrap().fence;
+        lock.release(Duration::ZERO).unwrap();
+
+        // Replaced at its path, and held there by another handle.
+        std::fs::rename(&path, d.0.join("old")).unwrap();
+        let mut other = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        let held = other.try_acquire().unwrap().fence;
+        assert!(held > first);
+        std::thread::sleep(crate::LOOK_BELIEVED_FOR);
+        assert_eq!(lock.inspect().unwrap().last_fence, held, "the new file is the one judged");
+        assert_eq!(lock.try_acquire().unwrap_err().kind(), ErrorKind::Busy);
+        other.release(Duration::ZERO).unwrap();
+        assert!(lock.try_acquire().unwrap().fence > held);
+        lock.release(Duration::ZERO).unwrap();
+
+        // Cut short in place: judged, not touched past its end (which would
+        // kill this process with SIGBUS).
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(1000).unwrap();
+        std::thread::sleep(crate::LOOK_BELIEVED_FOR);
+        assert_eq!(lock.try_acquire().unwrap_err().kind(), ErrorKind::Corrupt(CorruptKind::Record));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000, "nothing was written");
+    }
+
+    #[test]
+    fn an_error_from_a_believed_look_is_checked_by_a_look_before_it_is_told() {
+        let d = dir("error-looked");
+        let path = d.0.join("lock");
+        let mut lock = Lock::open(spec(&d, "")).unwrap();
+        lock.try_acquire().unwrap();
+        lock.release(Duration::ZERO).unwrap();
+        // Damaged in place, then removed by the operator: the very next call
+        // works on a new file, however soon it comes.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[..4].copy_from_slice(b"junk");
+        std::fs::write(&path, &bytes).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        lock.try_acquire().expect("a new file at the path");
+        lock.release(Duration::ZERO).unwrap();
     }
 
     #[test]
