@@ -475,8 +475,8 @@ impl Lock {
             warn.filter(|_| options.warn).map(|notify| Warnings { first: options.wmin, every: options.wafter, notify });
         // Jitter only needs waiters to differ, not secrecy: the clock and the
         // pid do that without a getrandom call on every acquire.
-        let seed = (MonoTime::now().since(MonoTime::EPOCH).as_nanos() as u64) ^ ((lock.me.process.pid as u64) << 32);
         let start = MonoTime::now();
+        let seed = (start.since(MonoTime::EPOCH).as_nanos() as u64) ^ ((lock.me.process.pid as u64) << 32);
         let deadline = budget.map(|budget| start.saturating_add(budget));
         // A queue place is given up within the budget: the attempts leave
         // the few milliseconds that takes.

@@ -1121,24 +1121,44 @@ impl SharedMapping {
     /// must be checked like any file content.
     pub fn read_bytes(&self, offset: usize, out: &mut [u8]) {
         assert!(offset <= self.len && out.len() <= self.len - offset, "bytes outside the mapping");
-        // A volatile copy, byte by byte: the compiler may not assume that
-        // shared memory holds still between reads.
-        for (i, byte) in out.iter_mut().enumerate() {
-            // SAFETY: in bounds (asserted); `out` is our own memory, which
-            // the mapping cannot overlap.
-            *byte = unsafe { core::ptr::read_volatile(self.base.as_ptr().add(offset + i)) };
+        // Shared memory may not be assumed to hold still between reads: a
+        // relaxed atomic load of each aligned 8 bytes (what orders them is
+        // the lock the caller holds), a volatile read of any byte outside
+        // those. Every process splits a range the same way, by its offset.
+        let mut i = 0;
+        while i < out.len() {
+            let at = offset + i;
+            if at % 8 == 0 && out.len() - i >= 8 {
+                let word = self.word64(at).load(core::sync::atomic::Ordering::Relaxed);
+                out[i..i + 8].copy_from_slice(&word.to_ne_bytes());
+                i += 8;
+            } else {
+                // SAFETY: in bounds (asserted); `out` is our own memory,
+                // which the mapping cannot overlap.
+                out[i] = unsafe { core::ptr::read_volatile(self.base.as_ptr().add(at)) };
+                i += 1;
+            }
         }
     }
 
     /// Writes `bytes` at `offset`; as [`read_bytes`](Self::read_bytes),
-    /// under the lock that orders writers.
+    /// under the lock that orders writers, and split alike.
     pub fn write_bytes(&self, offset: usize, bytes: &[u8]) {
         assert!(offset <= self.len && bytes.len() <= self.len - offset, "bytes outside the mapping");
-        // Volatile, as in `read_bytes`.
-        for (i, &byte) in bytes.iter().enumerate() {
-            // SAFETY: in bounds (asserted), into the writable mapping, from
-            // memory of ours.
-            unsafe { core::ptr::write_volatile(self.base.as_ptr().add(offset + i), byte) };
+        let mut i = 0;
+        while i < bytes.len() {
+            let at = offset + i;
+            if at % 8 == 0 && bytes.len() - i >= 8 {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(&bytes[i..i + 8]);
+                self.word64(at).store(u64::from_ne_bytes(word), core::sync::atomic::Ordering::Relaxed);
+                i += 8;
+            } else {
+                // SAFETY: in bounds (asserted), into the writable mapping,
+                // from memory of ours.
+                unsafe { core::ptr::write_volatile(self.base.as_ptr().add(at), bytes[i]) };
+                i += 1;
+            }
         }
     }
 }

@@ -99,6 +99,7 @@ pub struct Shm {
     /// Whether the call under way looked at the path, rather than believe
     /// an earlier look.
     looked_in_this_call: bool,
+    seen: Option<SeenLine>,
 }
 
 impl core::fmt::Debug for Shm {
@@ -168,6 +169,15 @@ struct Section<'m> {
     state: LeaseState,
     now: Moment,
     freed: bool,
+    seen: &'m mut Option<SeenLine>,
+}
+
+/// The last lease line a handle read or wrote, and what it says: a line
+/// found again byte for byte is not parsed again (what a line says depends
+/// on its bytes alone).
+struct SeenLine {
+    bytes: [u8; LEASE_RECORD_LEN],
+    state: LeaseState,
 }
 
 impl Section<'_> {
@@ -183,9 +193,11 @@ impl Section<'_> {
         // Before the spare slot is written, which its new holder may be
         // writing too, and before it is made current.
         held()?;
-        self.map.write_bytes(slot_at(spare), state.encode().as_bytes());
+        let line = state.encode();
+        self.map.write_bytes(slot_at(spare), line.as_bytes());
         held()?;
         self.map.word32(ACTIVE_AT).store(spare, SeqCst);
+        *self.seen = line.as_bytes().try_into().ok().map(|bytes| SeenLine { bytes, state: *state });
         self.freed |= matches!(state, LeaseState::Free { .. });
         Ok(())
     }
@@ -375,16 +387,21 @@ impl Shm {
                 return Err(Error::Busy(Contention::Raced));
             }
         }
-        let mut section = Section { map, word, state: NEW_LEASE, now: Moment::now(cx.me.boot), freed: false };
+        let seen = &mut self.seen;
+        let mut section = Section { map, word, state: NEW_LEASE, now: Moment::now(cx.me.boot), freed: false, seen };
         let mut line = [0u8; LEASE_RECORD_LEN];
         map.read_bytes(slot_at(map.word32(ACTIVE_AT).load(SeqCst) & 1), &mut line);
-        // The file is ours (its header said so): a slot that holds no lease
-        // line is damage, not someone else's file. An error lets the word
-        // go as the section drops.
-        section.state = LeaseState::parse(&line).map_err(|e| match e.kind() {
-            ErrorKind::NotALock => Error::corrupt(FileRole::Lock, CorruptKind::Record),
-            _ => e,
-        })?;
+        section.state = match &*section.seen {
+            Some(seen) if seen.bytes == line => seen.state,
+            // The file is ours (its header said so): a slot that holds no
+            // lease line is damage, not someone else's file. An error lets
+            // the word go as the section drops.
+            _ => LeaseState::parse(&line).map_err(|e| match e.kind() {
+                ErrorKind::NotALock => Error::corrupt(FileRole::Lock, CorruptKind::Record),
+                _ => e,
+            })?,
+        };
+        *section.seen = Some(SeenLine { bytes: line, state: section.state });
         Ok(section)
     }
 }
@@ -400,6 +417,7 @@ impl Strategy for Shm {
             armed_at: None,
             arming: false,
             looked_in_this_call: false,
+            seen: None,
         })
     }
 
@@ -844,7 +862,9 @@ mod tests {
         map.word64(SECTION_AT).store(new_holder, SeqCst);
         assert!(!stale.is_held());
         let active = map.word32(ACTIVE_AT).load(SeqCst);
-        let mut section = Section { map, word: stale, state: NEW_LEASE, now: Moment::now(None), freed: false };
+        let mut seen = None;
+        let mut section =
+            Section { map, word: stale, state: NEW_LEASE, now: Moment::now(None), freed: false, seen: &mut seen };
         let free = LeaseState::Free { not_before: None, fence: 1 << 40 };
         assert_eq!(section.write(&free), Err(Error::Busy(Contention::Raced)));
         drop(section);
@@ -932,6 +952,29 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         lock.try_acquire().expect("a new file at the path");
         lock.release(Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn a_lease_line_changed_since_a_handle_read_it_is_read_anew() {
+        let d = dir("seen");
+        let mut lock = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        let mut other = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        let first = lock.try_acquire().unwrap().fence;
+        lock.release(Duration::ZERO).unwrap();
+        // Changed by another handle: held, then let go at a later fence.
+        let held = other.try_acquire().unwrap().fence;
+        let seen = lock.inspect().unwrap();
+        assert!(seen.holder.is_some() && seen.last_fence == held, "{seen:?}");
+        other.release(Duration::ZERO).unwrap();
+        assert!(held > first);
+        assert!(lock.inspect().unwrap().holder.is_none());
+        // Written over in place, one byte of the fence: the line read is
+        // judged as it is, not as it was.
+        let shm = mapped(&mut lock);
+        let map = &*shm.mapped.as_ref().unwrap().map;
+        let at = slot_at(map.word32(ACTIVE_AT).load(SeqCst) & 1) + b"lease 2 free ".len();
+        map.write_bytes(at, b"x");
+        assert_eq!(lock.inspect().unwrap_err().kind(), ErrorKind::Corrupt(CorruptKind::Record));
     }
 
     #[test]

@@ -168,6 +168,11 @@ impl<'m> SectionWord<'m> {
     /// Takes the word as process `pid` by `deadline`.
     pub fn take(&self, pid: i32, deadline: MonoTime, file: &mut dyn PageFile) -> Result<Taken, NotTaken> {
         let mine = (u64::from(self.own.0) << 32) | u64::from(pid as u32);
+        // A free word is taken before any clock is read.
+        if self.word().compare_exchange(0, mine, SeqCst, SeqCst).is_ok() {
+            self.holding.set(mine);
+            return Ok(Taken::Free);
+        }
         // The holding seen, and since when.
         let mut seen = (0u64, MonoTime::now());
         // Why the last look at its holder could not be made, if it could not.
