@@ -126,6 +126,41 @@ fn an_expired_holder_is_signalled_only_with_its_recorded_start_time() {
     );
 }
 
+/// A child holds the lease and sleeps past its TTL, its record rewritten
+/// to the largest fence: the takeover is refused, and the holder, which
+/// keeps its lease, is not signalled. Returns the signal the child died of
+/// once this test has sent it SIGTERM.
+fn take_over_at_the_largest_fence_with_signal_kill(dir: &TestDir) -> Option<i32> {
+    let lease = dir.join("largest-fence.lease");
+    let spec = format!("lease:{}?ttl=200ms&signal=KILL", lease.display());
+    let mut children = Children::new();
+    children.push(spawn("hold-and-sleep", &[("SPEC", spec.clone())]));
+    let mut holder = children.pop().unwrap();
+    let pid = holder.id() as i32;
+    let mut lock = open_lock(&spec);
+    wait_until("the child to hold the lease", || lock.inspect().unwrap().holder.is_some_and(|h| h.pid == pid));
+    wait_until("the child's lease to expire", || lock.inspect().unwrap().holder.unwrap().stale);
+    let bytes = std::fs::read(&lease).unwrap();
+    let LeaseState::Held(mut record) = LeaseState::parse(&bytes).unwrap() else { panic!("a held lease") };
+    record.fence = u64::MAX;
+    std::fs::write(&lease, LeaseState::Held(record).encode().as_bytes()).unwrap();
+    let refused = lock.try_acquire().map(|taken| taken.fence).map_err(|e| e.kind());
+    assert_eq!(refused, Err(ErrorKind::Corrupt(lockcore::CorruptKind::Record)), "no fence is left to hand out");
+    // SAFETY: plain kill(2) of our own child, which we have not reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    wait_patiently(&mut holder).signal()
+}
+
+#[test]
+fn a_takeover_refused_for_want_of_a_fence_signals_nobody() {
+    let dir = TestDir::new("lease-signal-largest-fence");
+    assert_eq!(
+        take_over_at_the_largest_fence_with_signal_kill(&dir),
+        Some(libc::SIGTERM),
+        "the holder kept its lease, and must not have been signalled"
+    );
+}
+
 #[test]
 fn signal_is_refused_with_a_mode_that_shares_the_lock() {
     let dir = TestDir::new("lease-signal-mode");

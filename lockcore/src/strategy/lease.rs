@@ -165,24 +165,27 @@ impl LeaseState {
                 if !verdict.stale {
                     return Err(Error::Busy(Contention::Held(verdict.summary())));
                 }
-                // An expired holder that is still running must stop touching
-                // the resource; signal it only if it is provably that process,
-                // and never our own (another handle of ours that ran over).
-                // Only on the word of a private state: the spec refuses
-                // `signal` with a shared mode, and its store refused a file
-                // others may write before it was read.
-                if let Some(signal) = signal.filter(|_| cx.sharing.is_private()) {
-                    let other_process = holder.owner.process != cx.me.process;
-                    if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, now) && other_process {
-                        cx.me.signal_if_alive(&holder.owner, signal);
-                    }
-                }
                 Some(verdict)
             }
         };
         // A state forged with the largest fence leaves none to hand out.
         let fence =
             crate::fence::next(self.fence(), now.wall).ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
+        // An expired holder that is still running must stop touching the
+        // resource, once it is certain to be taken over (nothing above
+        // refused): signal it only if it is provably that process, and
+        // never our own (another handle of ours that ran over). Only on the
+        // word of a private state: the spec refuses `signal` with a shared
+        // mode, and its store refused a file others may write before it was
+        // read.
+        if let (LeaseState::Held(holder), Some(verdict), Some(signal)) =
+            (self, &took_over_from, signal.filter(|_| cx.sharing.is_private()))
+        {
+            let other_process = holder.owner.process != cx.me.process;
+            if verdict.liveness == Liveness::Alive && past_expiry(holder.expires, now) && other_process {
+                cx.me.signal_if_alive(&holder.owner, signal);
+            }
+        }
         Ok(Taken { record: new_record(cx, nonce, fence, now, ttl), took_over_from })
     }
 

@@ -345,17 +345,25 @@ impl Shm {
         Ok(())
     }
 
-    /// `op` on the file as last looked at. An error about the file is
-    /// reported only as the file at the path is now: if the call believed
-    /// an earlier look, it is made again after a look (the operator may
-    /// just have removed a damaged file). Only for operations that change
-    /// nothing before they fail so.
+    /// `op` on the file as last looked at. An error about what the file
+    /// holds or who may write it is reported only as the file at the path
+    /// is now: if the call believed an earlier look, it is made again after
+    /// a look (the operator may just have removed a damaged file). Only for
+    /// operations that change nothing before they fail so; not for a
+    /// system call's failure, which a second run past the deadline would
+    /// hide.
     fn on_file<T>(&mut self, mut op: impl FnMut(&mut Shm) -> Result<T, Error>) -> Result<T, Error> {
         self.looked_in_this_call = false;
+        let arming = self.arming;
         match op(self) {
-            Err(e) if e.file().is_some() && !self.looked_in_this_call => {
+            Err(e) if e.file().is_some() && e.errno().is_none() && !self.looked_in_this_call => {
                 if let Some(mapped) = &self.mapped {
                     mapped.looked.take();
+                }
+                // The count of releases is read again, from the file judged.
+                if arming {
+                    self.arming = true;
+                    self.armed_at = None;
                 }
                 op(self)
             }
@@ -492,8 +500,9 @@ impl Commit for Shm {
         held: &Record,
         action: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<CommitOutcome, Error> {
-        // The action is not run twice: only the judging of the file is.
-        self.on_file(|shm| shm.mapping().map(|_| ()))?;
+        // The action is not run twice: only the judging of the file and its
+        // lease is.
+        self.on_file(|shm| shm.section(cx).map(drop))?;
         let section = self.section(cx)?;
         commit_if_current(section.state.ours(held), section.now, action)
     }
@@ -975,6 +984,28 @@ mod tests {
         let at = slot_at(map.word32(ACTIVE_AT).load(SeqCst) & 1) + b"lease 2 free ".len();
         map.write_bytes(at, b"x");
         assert_eq!(lock.inspect().unwrap_err().kind(), ErrorKind::Corrupt(CorruptKind::Record));
+    }
+
+    #[test]
+    fn a_commit_after_a_damaged_file_was_removed_judges_the_new_one() {
+        let d = dir("commit-looked");
+        let path = d.0.join("lock");
+        let mut lock = Lock::open(spec(&d, "?ttl=1h")).unwrap();
+        lock.try_acquire().unwrap();
+        // The active lease line damaged in place, then the file removed by
+        // the operator: the commit, however soon it comes, is judged by the
+        // file at the path now, which this handle does not hold.
+        let shm = mapped(&mut lock);
+        let map = &*shm.mapped.as_ref().unwrap().map;
+        map.write_bytes(slot_at(map.word32(ACTIVE_AT).load(SeqCst) & 1), b"junk");
+        std::fs::remove_file(&path).unwrap();
+        let mut ran = false;
+        let outcome = lock.run_while_held(&mut || {
+            ran = true;
+            Ok(())
+        });
+        assert_eq!(outcome, Ok(CommitOutcome::Lost));
+        assert!(!ran, "the action ran on a lock not held");
     }
 
     #[test]
