@@ -113,13 +113,20 @@ impl Owner {
     /// <pid> <start>`: the one form every record of this library names its
     /// owner in.
     pub(crate) fn encode_into<const N: usize>(&self, out: &mut FixedText<N>) -> fmt::Result {
-        use fmt::Write;
         out.push_bytes(self.host.as_bytes())?;
         match self.boot {
-            Some(boot) => write!(out, " {boot:?}")?,
+            Some(boot) => {
+                out.push_bytes(b" ")?;
+                out.push_hex(&boot.0)?;
+            }
             None => out.push_bytes(b" -")?,
         }
-        write!(out, " {} {} {}", self.process.namespace, self.process.pid, self.process.start_ticks)
+        out.push_bytes(b" ")?;
+        out.push_u64(self.process.namespace)?;
+        out.push_bytes(b" ")?;
+        out.push_i64(i64::from(self.process.pid))?;
+        out.push_bytes(b" ")?;
+        out.push_u64(self.process.start_ticks)
     }
 
     /// Parses the five words [`encode_into`](Self::encode_into) writes.

@@ -81,7 +81,7 @@ impl Record {
 
     fn write_line(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
         self.write_before_fence(out)?;
-        write!(out, "{}", self.fence)?;
+        out.push_u64(self.fence)?;
         self.write_after_fence(out)
     }
 
@@ -106,7 +106,9 @@ impl Record {
     }
 
     fn write_after_fence(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
-        write!(out, " {} ", self.since.unix_nanos())?;
+        out.push_bytes(b" ")?;
+        out.push_i64(self.since.unix_nanos())?;
+        out.push_bytes(b" ")?;
         write_moment(out, self.expires, b"never")
     }
 
@@ -147,9 +149,14 @@ fn parse_fields(words: &mut Words<'_>) -> Option<Record> {
 /// Writes an optional [`Moment`] as `none` or `<wall ns> <boot id|-> <boot ns|->`.
 pub fn write_moment<const N: usize>(out: &mut FixedText<N>, moment: Option<Moment>, none: &[u8]) -> core::fmt::Result {
     let Some(moment) = moment else { return out.push_bytes(none) };
-    write!(out, "{}", moment.wall.unix_nanos())?;
+    out.push_i64(moment.wall.unix_nanos())?;
     match moment.boot {
-        Some((id, at)) => write!(out, " {id:?} {}", at.nanos()),
+        Some((id, at)) => {
+            out.push_bytes(b" ")?;
+            out.push_hex(&id.0)?;
+            out.push_bytes(b" ")?;
+            out.push_i64(at.nanos())
+        }
         None => out.push_bytes(b" - -"),
     }
 }

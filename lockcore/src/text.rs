@@ -31,6 +31,47 @@ impl<const N: usize> FixedText<N> {
         Ok(())
     }
 
+    /// Appends `value` in decimal, as `{}` writes it, without the
+    /// formatting machinery: records are written at every change of a lock.
+    pub fn push_u64(&mut self, value: u64) -> fmt::Result {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = value;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.push_bytes(&digits[at..])
+    }
+
+    /// Appends `value` in decimal, as `{}` writes it.
+    pub fn push_i64(&mut self, value: i64) -> fmt::Result {
+        if value < 0 {
+            let mut signed = FixedText::<21>::new();
+            signed.push_bytes(b"-")?;
+            signed.push_u64(value.unsigned_abs())?;
+            return self.push_bytes(signed.as_bytes());
+        }
+        self.push_u64(value as u64)
+    }
+
+    /// Appends `bytes` as lowercase hex, two digits each, as `{:02x}` of
+    /// each byte writes them.
+    pub fn push_hex(&mut self, bytes: &[u8]) -> fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let end = self.len.checked_add(bytes.len() * 2).filter(|&end| end <= N).ok_or(fmt::Error)?;
+        for (pair, byte) in self.buf[self.len..end].chunks_exact_mut(2).zip(bytes) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0xf)];
+        }
+        self.len = end;
+        Ok(())
+    }
+
     /// Pads with `byte` up to exactly `len` bytes.
     pub fn pad_to(&mut self, len: usize, byte: u8) -> fmt::Result {
         if len > N || len < self.len {
@@ -146,6 +187,31 @@ mod tests {
         assert_eq!(t.as_bytes(), b"ab");
         assert!(t.pad_to(4, b' ').is_ok());
         assert_eq!(t.as_bytes(), b"ab  ");
+    }
+
+    #[test]
+    fn numbers_and_hex_are_written_as_the_formatter_writes_them() {
+        let unsigned = [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), i64::MAX as u64, u64::MAX - 1, u64::MAX];
+        for value in unsigned {
+            let mut t = FixedText::<32>::new();
+            t.push_u64(value).unwrap();
+            assert_eq!(t.as_bytes(), std::format!("{value}").as_bytes());
+        }
+        for value in [0, 1, -1, 9, -10, 1_795_842_484_764_194_711, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut t = FixedText::<32>::new();
+            t.push_i64(value).unwrap();
+            assert_eq!(t.as_bytes(), std::format!("{value}").as_bytes());
+        }
+        let bytes = [0x00, 0x0f, 0xa0, 0xff, 0x5c];
+        let mut t = FixedText::<32>::new();
+        t.push_hex(&bytes).unwrap();
+        let expected: std::string::String = bytes.iter().map(|b| std::format!("{b:02x}")).collect();
+        assert_eq!(t.as_bytes(), expected.as_bytes());
+        // Whole or not at all, as every write.
+        let mut short = FixedText::<4>::new();
+        short.push_bytes(b"ab").unwrap();
+        assert!(short.push_i64(-123).is_err() && short.push_u64(123).is_err() && short.push_hex(&[1, 2]).is_err());
+        assert_eq!(short.as_bytes(), b"ab");
     }
 
     #[test]

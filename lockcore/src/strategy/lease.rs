@@ -28,7 +28,6 @@
 //! lock, and a lease file of another user's, or one others may write, is
 //! refused before it is read ([`Sharing`]).
 
-use core::fmt::Write;
 use core::time::Duration;
 
 use crate::clock::Moment;
@@ -87,9 +86,11 @@ impl LeaseState {
             LeaseState::Held(record) => {
                 out.push_bytes(b"lease 2 held ").and_then(|()| out.push_bytes(record.encode_line().as_bytes()))
             }
-            LeaseState::Free { not_before, fence } => {
-                write!(out, "lease 2 free {fence} ").and_then(|()| write_moment(&mut out, *not_before, b"-"))
-            }
+            LeaseState::Free { not_before, fence } => out
+                .push_bytes(b"lease 2 free ")
+                .and_then(|()| out.push_u64(*fence))
+                .and_then(|()| out.push_bytes(b" "))
+                .and_then(|()| write_moment(&mut out, *not_before, b"-")),
         };
         let _ = out.pad_to(LEASE_RECORD_LEN - 1, b' ');
         let _ = out.push_bytes(b"\n");
