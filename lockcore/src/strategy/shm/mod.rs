@@ -401,15 +401,18 @@ impl Shm {
         map.read_bytes(slot_at(map.word32(ACTIVE_AT).load(SeqCst) & 1), &mut line);
         section.state = match &*section.seen {
             Some(seen) if seen.bytes == line => seen.state,
-            // The file is ours (its header said so): a slot that holds no
-            // lease line is damage, not someone else's file. An error lets
-            // the word go as the section drops.
-            _ => LeaseState::parse(&line).map_err(|e| match e.kind() {
-                ErrorKind::NotALock => Error::corrupt(FileRole::Lock, CorruptKind::Record),
-                _ => e,
-            })?,
+            _ => {
+                // The file is ours (its header said so): a slot that holds no
+                // lease line is damage, not someone else's file. An error
+                // lets the word go as the section drops.
+                let state = LeaseState::parse(&line).map_err(|e| match e.kind() {
+                    ErrorKind::NotALock => Error::corrupt(FileRole::Lock, CorruptKind::Record),
+                    _ => e,
+                })?;
+                *section.seen = Some(SeenLine { bytes: line, state });
+                state
+            }
         };
-        *section.seen = Some(SeenLine { bytes: line, state: section.state });
         Ok(section)
     }
 }
