@@ -228,7 +228,8 @@ impl Turnstile {
             return Err(Unusable::Never);
         }
         let map = SharedMapping::new(&fd, FILE_LEN).map_err(|_| Unusable::Never)?;
-        Ok(Turnstile { map, path, file, named: None, looked: RecentLook::default() })
+        // Opened just now: a look at the path.
+        Ok(Turnstile { map, path, file, named: None, looked: RecentLook::made(MonoTime::now()) })
     }
 
     /// [`open`](Self::open) for a lock others may write: attaches the
@@ -252,7 +253,7 @@ impl Turnstile {
         };
         let _ = sys::ofd_unlock(&fd);
         let (id, map) = attached?;
-        Ok(Turnstile { map, path, file, named: Some(Naming { fd, id }), looked: RecentLook::default() })
+        Ok(Turnstile { map, path, file, named: Some(Naming { fd, id }), looked: RecentLook::made(MonoTime::now()) })
     }
 
     /// Whether the path still names the file mapped (or, for a lock others

@@ -83,32 +83,46 @@ fn rewrite_start_time(lease: &Path, start_ticks: u64) {
     std::fs::write(lease, LeaseState::Held(record).encode().as_bytes()).unwrap();
 }
 
+/// A child that holds the lease at `lease` (with `signal=KILL`) and sleeps
+/// past its TTL, and a handle of this process on it: the child, its pid,
+/// this process's handle, and the child's record, once its lease expired.
+fn expired_holder(lease: &Path) -> (std::process::Child, i32, lockcore::Lock, lockcore::Record) {
+    let spec = format!("lease:{}?ttl=200ms&signal=KILL", lease.display());
+    let mut children = Children::new();
+    children.push(spawn("hold-and-sleep", &[("SPEC", spec.clone())]));
+    let holder = children.pop().unwrap();
+    let pid = holder.id() as i32;
+    let mut lock = open_lock(&spec);
+    wait_until("the child to hold the lease", || lock.inspect().unwrap().holder.is_some_and(|h| h.pid == pid));
+    let held = lock.inspect().unwrap().holder.unwrap().record.unwrap();
+    wait_until("the child's lease to expire", || lock.inspect().unwrap().holder.unwrap().stale);
+    (holder, pid, lock, held)
+}
+
+/// Sends the child `pid` SIGTERM and returns the signal it died of: SIGKILL
+/// only if the library sent it one first.
+fn signal_it_died_of(holder: &mut std::process::Child, pid: i32) -> Option<i32> {
+    // SAFETY: plain kill(2) of our own child, which we have not reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    wait_patiently(holder).signal()
+}
+
 /// A child holds the lease and sleeps past its TTL; with `reused`, its
 /// record is rewritten to name another start time first. A second process
 /// (this one) takes the expired lease over with `signal=KILL`. Returns the
 /// signal the child died of once this test has sent it SIGTERM.
 fn take_over_with_signal_kill(dir: &TestDir, reused: bool) -> Option<i32> {
     let lease = dir.join(if reused { "reused.lease" } else { "alive.lease" });
-    let spec = format!("lease:{}?ttl=200ms&signal=KILL", lease.display());
-    let mut children = Children::new();
-    children.push(spawn("hold-and-sleep", &[("SPEC", spec.clone())]));
-    let mut holder = children.pop().unwrap();
-    let pid = holder.id() as i32;
-    let mut lock = open_lock(&spec);
-    wait_until("the child to hold the lease", || lock.inspect().unwrap().holder.is_some_and(|h| h.pid == pid));
-    let held = lock.inspect().unwrap().holder.unwrap().record.unwrap();
-    wait_until("the child's lease to expire", || lock.inspect().unwrap().holder.unwrap().stale);
+    let (mut holder, pid, mut lock, held) = expired_holder(&lease);
     if reused {
         let (_, true_start) = proc_stat(pid).expect("the holder is alive");
         rewrite_start_time(&lease, true_start + 1000);
     }
     let taken = lock.try_acquire().expect("an expired lease is taken over");
     assert!(taken.fence > held.fence);
-    // SAFETY: plain kill(2) of our own child, which we have not reaped.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let status = wait_patiently(&mut holder);
+    let died_of = signal_it_died_of(&mut holder, pid);
     lock.release(Duration::ZERO).unwrap();
-    status.signal()
+    died_of
 }
 
 #[test]
@@ -132,23 +146,12 @@ fn an_expired_holder_is_signalled_only_with_its_recorded_start_time() {
 /// once this test has sent it SIGTERM.
 fn take_over_at_the_largest_fence_with_signal_kill(dir: &TestDir) -> Option<i32> {
     let lease = dir.join("largest-fence.lease");
-    let spec = format!("lease:{}?ttl=200ms&signal=KILL", lease.display());
-    let mut children = Children::new();
-    children.push(spawn("hold-and-sleep", &[("SPEC", spec.clone())]));
-    let mut holder = children.pop().unwrap();
-    let pid = holder.id() as i32;
-    let mut lock = open_lock(&spec);
-    wait_until("the child to hold the lease", || lock.inspect().unwrap().holder.is_some_and(|h| h.pid == pid));
-    wait_until("the child's lease to expire", || lock.inspect().unwrap().holder.unwrap().stale);
-    let bytes = std::fs::read(&lease).unwrap();
-    let LeaseState::Held(mut record) = LeaseState::parse(&bytes).unwrap() else { panic!("a held lease") };
+    let (mut holder, pid, mut lock, mut record) = expired_holder(&lease);
     record.fence = u64::MAX;
     std::fs::write(&lease, LeaseState::Held(record).encode().as_bytes()).unwrap();
     let refused = lock.try_acquire().map(|taken| taken.fence).map_err(|e| e.kind());
     assert_eq!(refused, Err(ErrorKind::Corrupt(lockcore::CorruptKind::Record)), "no fence is left to hand out");
-    // SAFETY: plain kill(2) of our own child, which we have not reaped.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    wait_patiently(&mut holder).signal()
+    signal_it_died_of(&mut holder, pid)
 }
 
 #[test]
