@@ -151,7 +151,7 @@ struct OnDisk<'a> {
 
 impl PageFile for OnDisk<'_> {
     fn still_whole(&mut self) -> bool {
-        Shm::still_whole(self.path, self.file)
+        Shm::whole_at(self.path, self.file).is_some()
     }
 
     fn reopen(&mut self) -> sys::SysResult<Option<sys::Fd>> {
@@ -279,20 +279,18 @@ impl Shm {
     /// Judges the file at the path as it is `now`: keeps the mapping if it
     /// is still of that file, whole, or maps the file anew.
     fn look_at_path(&mut self, now: MonoTime) -> Result<(), Error> {
-        let at_path = sys::lstat(&self.path);
         // A file cut short since it was mapped is opened again, as a new
         // handle would open it, and judged by what it holds now, without a
         // touch of the page past its end.
-        let still_mapped = match (&self.mapped, &at_path) {
-            (Some(mapped), Ok(now)) => mapped.is_here() && is_whole(now, &mapped.file),
-            _ => false,
-        };
-        if still_mapped {
+        let still_mapped = self
+            .mapped
+            .as_ref()
+            .filter(|mapped| mapped.is_here())
+            .and_then(|mapped| Shm::whole_at(&self.path, &mapped.file).map(|at_path| (mapped, at_path)));
+        if let Some((mapped, at_path)) = still_mapped {
             // Its owner may have changed its bits since it was mapped.
-            self.sharing.check_locked(FileRole::Lock, &at_path.map_err(|e| FileError::io(FileRole::Lock, e))?)?;
-            if let Some(mapped) = &self.mapped {
-                mapped.looked.set(RecentLook::made(now));
-            }
+            self.sharing.check_locked(FileRole::Lock, &at_path)?;
+            mapped.looked.set(RecentLook::made(now));
         } else {
             self.mapped = None;
             let (fd, file) = files::open_state_file(&self.path, FileRole::Lock, self.sharing, &initial_content(), 0)?;
@@ -371,10 +369,11 @@ impl Shm {
         }
     }
 
-    /// Whether the path still names the file mapped, whole: a page of a
-    /// file cut short since it was mapped must not be touched.
-    fn still_whole(path: &CPath, mapped: &FileStat) -> bool {
-        sys::lstat(path).is_ok_and(|now| is_whole(&now, mapped))
+    /// The file at the path as it is now, if it is still the file mapped,
+    /// whole: a page of a file cut short since it was mapped must not be
+    /// touched.
+    fn whole_at(path: &CPath, mapped: &FileStat) -> Option<FileStat> {
+        sys::lstat(path).ok().filter(|now| is_whole(now, mapped))
     }
 
     /// Takes the section word by `cx.deadline` and reads the lease and the
@@ -561,18 +560,15 @@ impl WakeSource for Shm {
         if !mapped.looked.get().is_believed(now) {
             // Asleep for longer than a look is believed: the file is looked
             // at before its page is touched again.
-            let at_path = sys::lstat(&self.path);
-            if !at_path.as_ref().is_ok_and(|at_path| is_whole(at_path, &mapped.file)) {
+            let Some(at_path) = Shm::whole_at(&self.path, &mapped.file) else {
                 // Cut short while we slept: the page is not touched again;
                 // the attempt that follows judges the file as it is now.
                 self.armed_at = None;
                 return Wake::Woken;
-            }
+            };
             // Whole, and with bits the lock allows: the look serves the
             // attempt that follows.
-            fresh_look = at_path
-                .is_ok_and(|at_path| self.sharing.check_locked(FileRole::Lock, &at_path).is_ok())
-                .then_some(RecentLook::made(now));
+            fresh_look = self.sharing.check_locked(FileRole::Lock, &at_path).is_ok().then_some(RecentLook::made(now));
         }
         sleepers.fetch_sub(1, SeqCst);
         let released = releases.load(SeqCst) != seen;
