@@ -170,7 +170,10 @@ pub mod floor {
                 ("floor: O_EXCL create+write+unlink", |p| Box::new(excl_create_write_unlink(p))),
             ],
             "mkdir" => vec![("floor: mkdir+rmdir", |p| Box::new(mkdir_rmdir(p)))],
-            "flock" => vec![("floor: flock lock+unlock", |p| Box::new(flock_on_open_fd(p)))],
+            "flock" => vec![
+                ("floor: flock lock+unlock", |p| Box::new(flock_on_open_fd(p))),
+                ("floor: flock, fence read+written, unlock", |p| Box::new(flock_with_fence(p))),
+            ],
             "symlink" => vec![("floor: symlink+unlink", |p| Box::new(symlink_unlink(p)))],
             "lease" => vec![("floor: (OFD lock, pread, pwrite, unlock) x2", |p| Box::new(locked_rewrite_twice(p)))],
             "toplock" => {
@@ -331,6 +334,39 @@ pub mod floor {
             // SAFETY: fd is open for the closure's lifetime.
             unsafe {
                 assert_eq!(libc::flock(fd, libc::LOCK_EX), 0);
+                assert_eq!(libc::flock(fd, libc::LOCK_UN), 0);
+            }
+        }
+    }
+
+    /// What a flock lock with a fence cannot do without: flock(LOCK_EX) on
+    /// a descriptor kept open, the last fence read from a file beside it
+    /// and the next written there (the holder alone writes it, so no other
+    /// lock is taken), flock(LOCK_UN).
+    pub fn flock_with_fence(path: &Path) -> impl FnMut() {
+        const LINE: usize = lockcore::internals::LEASE_RECORD_LEN;
+        let target = c_path(path);
+        let mut state_path = path.as_os_str().to_owned();
+        state_path.push(".fence");
+        let state = c_path(Path::new(&state_path));
+        // SAFETY: NUL-terminated paths; the descriptors are leaked for the
+        // benchmark's lifetime on purpose (closed at process exit).
+        let (fd, state_fd) = unsafe {
+            (
+                libc::open(target.as_ptr(), libc::O_RDONLY | libc::O_CREAT | libc::O_CLOEXEC, 0o644),
+                libc::open(state.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o600),
+            )
+        };
+        assert!(fd >= 0 && state_fd >= 0);
+        let line = [b' '; LINE];
+        let mut buf = [0u8; LINE];
+        move || {
+            // SAFETY: both descriptors are open for the closure's lifetime;
+            // the buffers outlive the calls.
+            unsafe {
+                assert_eq!(libc::flock(fd, libc::LOCK_EX), 0);
+                assert!(libc::pread(state_fd, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0);
+                assert_eq!(libc::pwrite(state_fd, line.as_ptr().cast(), line.len(), 0), line.len() as isize);
                 assert_eq!(libc::flock(fd, libc::LOCK_UN), 0);
             }
         }

@@ -42,6 +42,7 @@ use core::time::Duration;
 use crate::clock::{Moment, MonoTime, WallTime};
 use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
 use crate::files::{self, with_suffix};
+use crate::kept::KeptFd;
 use crate::owner::BootId;
 use crate::record::{parse_moment, write_moment, Record, RECORD_LINE_CAPACITY};
 use crate::sys::{self, CPath, Fd, FileStat, OfdLock};
@@ -141,12 +142,13 @@ pub struct GuardFile {
     path: CPath,
     role: FileRole,
     sharing: Sharing,
-    /// The descriptor and the pid that opened it. A child of `fork()` shares
-    /// the parent's open file description, and the lock belongs to the
-    /// description, so a child that reused it would "hold" the guard whenever
-    /// its parent does: it must open its own.
-    /// Also which file it was, to tell whether the path still names it.
-    open: Option<(Fd, i32, FileStat)>,
+    /// The descriptor, kept between operations ([`KeptFd`]: no child of
+    /// `fork()` keeps a copy, through which a parent killed in a guard
+    /// section would leave the guard held), and which file it was, to tell
+    /// whether the path still names it. A child's copy of the handle opens
+    /// its own: the lock belongs to the description, so a child that
+    /// reused its parent's would "hold" the guard whenever its parent does.
+    open: Option<(KeptFd, FileStat)>,
     /// Extra open flags (`O_APPEND` for an append-only log).
     flags: libc::c_int,
 }
@@ -184,11 +186,15 @@ impl GuardFile {
         let role = self.role;
         let initial = GuardState::default().encode();
         let file = self.lock_file(OfdLock::Exclusive, deadline, initial.as_bytes(), boot)?;
-        // The line only: `flock` keeps its holder's record after it.
-        let mut bytes = [0u8; GUARD_RECORD_LEN];
+        // The line, and in the same read what follows it (`flock` keeps
+        // its holder's record there).
+        let mut bytes = [0u8; GUARD_RECORD_LEN + AFTER_CAPACITY];
         let n = file.read(&mut bytes)?;
-        let state = GuardState::parse(&bytes[..n], role)?;
-        Ok(HeldGuard { now: file.now, file, state })
+        let state = GuardState::parse(&bytes[..n.min(GUARD_RECORD_LEN)], role)?;
+        let mut after = [0u8; AFTER_CAPACITY];
+        let after_len = n.saturating_sub(GUARD_RECORD_LEN);
+        after[..after_len].copy_from_slice(&bytes[GUARD_RECORD_LEN..n.max(GUARD_RECORD_LEN)]);
+        Ok(HeldGuard { now: file.now, file, state, after, after_len })
     }
 
     /// Takes the lock on the file, exclusive or shared, by `deadline`
@@ -223,7 +229,7 @@ impl GuardFile {
         // pid, the handles of one process by address.
         let seed = ((pid as u64) << 32) ^ (self as *const GuardFile as usize as u64);
         let backoff = Backoff::with_range(FIRST_POLL, LONGEST_POLL, seed);
-        let size = wait::wait_for(Some(deadline), wake, None, backoff, || self.try_lock_file(kind, initial, pid))
+        let size = wait::wait_for(Some(deadline), wake, None, backoff, || self.try_lock_file(kind, initial))
             // Past the deadline the file is busy: the caller's budget, if it
             // has one, is its own to judge (`acquire` tries again within it).
             .map_err(|e| match e {
@@ -231,7 +237,7 @@ impl GuardFile {
                 other => other,
             })?;
         match self.open.as_ref() {
-            Some((fd, _, _)) => Ok(LockedFile { fd, role: self.role, size, now: Moment::now(boot) }),
+            Some((kept, _)) => Ok(LockedFile { fd: kept.fd(), role: self.role, size, now: Moment::now(boot) }),
             None => Err(Error::not_a_lock(self.role)),
         }
     }
@@ -246,9 +252,9 @@ impl GuardFile {
     /// another process made while the descriptor sat idle. Only once: a file
     /// replaced over and over is [`Contention::GuardHeld`] too, and the next
     /// try, by the same deadline, opens it again.
-    fn try_lock_file(&mut self, kind: OfdLock, initial: &[u8], pid: i32) -> Result<u64, Error> {
+    fn try_lock_file(&mut self, kind: OfdLock, initial: &[u8]) -> Result<u64, Error> {
         for _ in 0..2 {
-            if let Some(size) = self.try_lock_opened(kind, initial, pid)? {
+            if let Some(size) = self.try_lock_opened(kind, initial)? {
                 return Ok(size);
             }
             self.open = None;
@@ -268,16 +274,19 @@ impl GuardFile {
     /// on a replaced file is let go explicitly, not by closing the
     /// descriptor: a description shared with a forked child outlives our
     /// close, and its lock with it.
-    fn try_lock_opened(&mut self, kind: OfdLock, initial: &[u8], pid: i32) -> Result<Option<u64>, Error> {
+    fn try_lock_opened(&mut self, kind: OfdLock, initial: &[u8]) -> Result<Option<u64>, Error> {
         let role = self.role;
-        let (fd, opened) = match self.open {
-            Some((ref fd, opener, ref opened)) if opener == pid => (fd, opened),
+        let (kept, opened) = match self.open {
+            Some((ref kept, ref opened)) if kept.is_here() => (kept, opened),
             _ => {
+                self.open = None;
+                let before = crate::kept::before_open();
                 let (fd, opened) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
-                let (fd, _, opened) = self.open.insert((fd, pid, opened));
-                (&*fd, &*opened)
+                let (kept, opened) = self.open.insert((KeptFd::keep(fd, before), opened));
+                (&*kept, &*opened)
             }
         };
+        let fd = kept.fd();
         let locked = sys::try_ofd_lock(fd, kind).map_err(|e| FileError::io(role, e))?;
         // The file at the path now, if it is the one opened: its bits, owner
         // and size as they are now, as `fstat` of the descriptor would tell.
@@ -375,7 +384,15 @@ pub struct HeldGuard<'a> {
     pub state: GuardState,
     /// The time, read once the guard was held.
     pub now: Moment,
+    /// What followed the guard line when it was read, up to
+    /// [`AFTER_CAPACITY`] bytes.
+    after: [u8; AFTER_CAPACITY],
+    after_len: usize,
 }
+
+/// How much of what follows the guard line is read with it: a holder's
+/// record and its newline, and one byte more, so that a longer one shows.
+pub const AFTER_CAPACITY: usize = RECORD_LINE_CAPACITY + 2;
 
 impl HeldGuard<'_> {
     /// Closes the lock to everyone for `cooldown` from now (nothing for
@@ -391,10 +408,11 @@ impl HeldGuard<'_> {
         self.file.write(self.state.encode().as_bytes())
     }
 
-    /// Reads what follows the guard line (the holder's record, for a
-    /// `flock` lock, whose locked file is not the library's to write).
-    pub fn read_after(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        self.file.read_at(buf, GUARD_RECORD_LEN as u64)
+    /// What followed the guard line when the guard was taken, up to
+    /// [`AFTER_CAPACITY`] bytes (the holder's record, for a `flock` lock,
+    /// whose locked file is not the library's to write).
+    pub fn after(&self) -> &[u8] {
+        &self.after[..self.after_len]
     }
 
     /// Writes `state` back with `record` after it (nothing for `None`), in
@@ -560,7 +578,7 @@ mod tests {
     fn a_lock_taken_on_a_replaced_file_is_let_go_though_its_description_is_shared() {
         let dir = test_dir("shared-description");
         let (mut guard, path) = opened_guard(&dir);
-        let raw = guard.open.as_ref().map(|(fd, _, _)| fd.raw()).unwrap();
+        let raw = guard.open.as_ref().map(|(kept, _)| kept.fd().raw()).unwrap();
         // SAFETY: `raw` is this guard's open descriptor; dup makes another
         // descriptor of the same description, closed at the end.
         let inherited = unsafe { libc::dup(raw) };

@@ -85,6 +85,7 @@ mod fair;
 mod fence;
 mod files;
 mod guard;
+mod kept;
 mod lock;
 mod look;
 mod owner;

@@ -201,6 +201,36 @@ impl Fd {
     pub fn raw(&self) -> libc::c_int {
         self.0
     }
+
+    /// Gives up the descriptor without closing it: for a copy whose number
+    /// another owner closed already.
+    pub fn leak(self) {
+        core::mem::forget(self);
+    }
+}
+
+/// Closes descriptor `fd`, which no `Fd` of this process owns: for the
+/// child of a fork, closing its copies of descriptors its parent listed
+/// by number before any `Fd` of the child is dropped. `close(2)` alone, so
+/// a handler run in a child of a threaded process may call it.
+pub fn close_inherited(fd: libc::c_int) {
+    // SAFETY: closes a number only; whoever listed it does not close it
+    // again in this process (its copy of the `Fd` is leaked).
+    unsafe { libc::close(fd) };
+}
+
+/// Registers `prepare`, run in the parent before every `fork(3)`, and
+/// `child`, run in the child before `fork` returns there. The C library
+/// forgets them when the library that registered them is unloaded.
+pub fn at_fork(prepare: extern "C" fn(), child: extern "C" fn()) -> SysResult<()> {
+    // SAFETY: both are functions of this library, which take nothing and
+    // stay valid for as long as it is loaded.
+    let rc = unsafe { libc::pthread_atfork(Some(prepare), None, Some(child)) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Errno(rc))
+    }
 }
 
 impl Drop for Fd {

@@ -17,6 +17,10 @@
 //!
 //! Either way the acquisition says whose lock it took over and that its
 //! holder died; one that follows an ordinary release took over nothing.
+//!
+//! And a holder that forked a child before it acquired, after a cycle that
+//! left its handle's descriptors open: the child, alive and idle, shares no
+//! description through which its parent's lock outlives the parent.
 
 mod common;
 
@@ -29,6 +33,7 @@ use lockcore::{ErrorKind, Liveness};
 // Shared-memory slots.
 const HELD: usize = 0;
 const HOLDER_FENCE: usize = 1;
+const FORKED_CHILD: usize = 2;
 
 #[test]
 fn child_entry() {
@@ -41,6 +46,20 @@ fn run_role(role: &str) {
         "holder" => {
             let shm = Shm::open(var("SHM").as_ref());
             let mut lock = open_lock(&var("SPEC"));
+            if var("FORK_FIRST") == "1" {
+                lock.try_acquire().expect("the holder acquires a free lock");
+                lock.release(Duration::ZERO).expect("and releases it");
+                // SAFETY: the child only sleeps until it is killed.
+                let child = unsafe { libc::fork() };
+                assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
+                if child == 0 {
+                    loop {
+                        // SAFETY: waits for a signal; nothing else.
+                        unsafe { libc::pause() };
+                    }
+                }
+                shm.at(FORKED_CHILD).store(child as u64, SeqCst);
+            }
             let acquired = lock.try_acquire().expect("the holder acquires a free lock");
             shm.at(HOLDER_FENCE).store(acquired.fence, SeqCst);
             shm.at(HELD).store(1, SeqCst);
@@ -61,15 +80,39 @@ fn kind<T>(result: Result<T, lockcore::Error>) -> Result<T, ErrorKind> {
 enum Corpse {
     Reaped,
     Zombie,
+    /// Reaped, and survived by the idle child it forked after a cycle.
+    SurvivedByAChild,
+}
+
+/// Kills the holder's forked child when the test ends, however it ends.
+struct Orphan<'a>(&'a Shm);
+
+impl Drop for Orphan<'_> {
+    fn drop(&mut self) {
+        let pid = self.0.get(FORKED_CHILD);
+        if pid != 0 {
+            // SAFETY: plain call; the pid is the orphan's, whom nobody reaps
+            // but init, so it names no other process while it is unreaped.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
 }
 
 fn killed_holder_lets_the_next_in(scheme: Scheme, dir: &TestDir, corpse: Corpse) {
     let shm = Shm::create(&dir.join("shm"));
+    let _orphan = Orphan(&shm);
     let spec = scheme.spec(dir.path(), "ttl=1h");
+    let fork_first = if corpse == Corpse::SurvivedByAChild { "1" } else { "0" };
     let mut children = Children::new();
-    children.push(spawn("holder", &[("SPEC", spec.clone()), ("SHM", shm.path().display().to_string())]));
+    children.push(spawn(
+        "holder",
+        &[("SPEC", spec.clone()), ("SHM", shm.path().display().to_string()), ("FORK_FIRST", fork_first.into())],
+    ));
     wait_until("the holder to acquire", || shm.get(HELD) == 1 || children.any_exited());
     assert_eq!(shm.get(HELD), 1, "the holder died before acquiring");
+    if corpse == Corpse::SurvivedByAChild {
+        assert_ne!(shm.get(FORKED_CHILD), 0, "the holder forked a child first");
+    }
 
     let mut next = open_lock(&spec);
     let mut patient = open_lock(&scheme.spec(dir.path(), "ttl=1h&stale=none"));
@@ -79,7 +122,7 @@ fn killed_holder_lets_the_next_in(scheme: Scheme, dir: &TestDir, corpse: Corpse)
     let pid = child.id();
     sigkill(pid);
     match corpse {
-        Corpse::Reaped => {
+        Corpse::Reaped | Corpse::SurvivedByAChild => {
             let status = child.wait().unwrap();
             assert!(!status.success());
         }
@@ -130,6 +173,11 @@ fn killed_holder_lets_the_next_in(scheme: Scheme, dir: &TestDir, corpse: Corpse)
 #[test]
 fn sigkilled_and_reaped_holder_is_replaced_at_once() {
     each_scheme("kill-reaped", |scheme, dir| killed_holder_lets_the_next_in(scheme, dir, Corpse::Reaped));
+}
+
+#[test]
+fn sigkilled_holder_survived_by_its_forked_child_is_replaced_at_once() {
+    each_scheme("kill-forked", |scheme, dir| killed_holder_lets_the_next_in(scheme, dir, Corpse::SurvivedByAChild));
 }
 
 #[test]

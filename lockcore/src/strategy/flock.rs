@@ -22,23 +22,31 @@
 //! * a cooldown is kept: release writes "closed until", and an acquirer that
 //!   gets the flock during a cooldown lets go of it and reports busy.
 //!
-//! Like every flock, it is tied to the open file description: a child of
-//! `fork()` shares it, which is why the handle refuses to release a lock its
-//! process did not take ([`Error::Forked`]).
+//! The target's descriptor stays open between acquisitions, so that a
+//! cycle opens nothing: listed where every child of `fork(3)` closes its
+//! copy at once ([`KeptFd`]), since a child sharing the description would
+//! keep a lock its parent took through it held past the parent's death.
+//! Each acquisition still looks at the path once it holds the lock: a
+//! target deleted or replaced (`flock(1)` users often remove it after use)
+//! is opened anew, and a lock taken on the old one is let go.
+//!
+//! Like every flock, it is tied to the open file description: the handle
+//! refuses to release a lock its process did not take ([`Error::Forked`]).
 
 use core::time::Duration;
 
 use crate::error::{Contention, Error, FileError, FileRole, HolderSummary};
 use crate::files::{self, READ_RECORD_FLAGS};
 use crate::guard::{guard_path, GuardFile, HeldGuard};
+use crate::kept::KeptFd;
 use crate::owner::{Liveness, Nonce};
-use crate::record::{Record, RECORD_LINE_CAPACITY};
+use crate::record::Record;
 use crate::spec::Spec;
 use crate::strategy::{
     commit_if_current, judge_record, new_record, Commit, CommitOutcome, Context, Cooldown, Files, Holder, Inspection,
     Prolong, ProlongOutcome, ReleaseOutcome, Strategy, Taken,
 };
-use crate::sys::{self, CPath, Errno, Fd, FileStat, FlockOp};
+use crate::sys::{self, CPath, Errno, FileStat, FlockOp};
 use crate::trust::Sharing;
 
 /// A `flock` lock: the target, flocked, and its guard file beside it.
@@ -46,9 +54,11 @@ use crate::trust::Sharing;
 pub struct Flock {
     path: CPath,
     state: GuardFile,
-    /// The locked descriptor while this handle holds the lock, and which
-    /// file it is (a descriptor's file never changes).
-    held: Option<(Fd, FileStat)>,
+    /// The target opened, and which file it is (a descriptor's file never
+    /// changes): between acquisitions, only if it is kept.
+    target: Option<(KeptFd, FileStat)>,
+    /// Whether this handle holds the kernel lock, through `target`.
+    held: bool,
 }
 
 impl Flock {
@@ -56,7 +66,12 @@ impl Flock {
     /// nothing yet. A spec error if the guard's path is too long.
     pub fn new(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
         let path = spec.file_target()?.clone();
-        Ok(Flock { state: GuardFile::new(guard_path(&path)?, FileRole::Guard, sharing), path, held: None })
+        Ok(Flock {
+            state: GuardFile::new(guard_path(&path)?, FileRole::Guard, sharing),
+            path,
+            target: None,
+            held: false,
+        })
     }
 
     /// Opens the target to flock it, as `flock(1)` does: read-only, and
@@ -66,11 +81,12 @@ impl Flock {
     /// replace it under a holder's feet (a sticky directory lets the owner
     /// of a file remove it): it is held to the lock's `mode` like every file
     /// of the lock.
-    fn open_target(&self, cx: &Context<'_>) -> Result<(Fd, FileStat), Error> {
+    fn open_target(&self, cx: &Context<'_>) -> Result<(KeptFd, FileStat), Error> {
         let role = FileRole::Lock;
         for _ in 0..2 {
+            let before = crate::kept::before_open();
             let fd = match sys::open(&self.path, READ_RECORD_FLAGS, 0) {
-                Ok(fd) => fd,
+                Ok(fd) => KeptFd::keep(fd, before),
                 Err(Errno::ENOENT) => {
                     // Made with its bits under a random name and linked into
                     // place: created at its path, it would stand there with
@@ -87,7 +103,7 @@ impl Flock {
                 }
                 Err(e) => return Err(FileError::from_errno(role, &self.path, e)),
             };
-            let stat = sys::fstat(&fd).map_err(|e| FileError::io(role, e))?;
+            let stat = sys::fstat(fd.fd()).map_err(|e| FileError::io(role, e))?;
             if !stat.is_file() && !stat.is_dir() {
                 return Err(Error::not_a_lock(role));
             }
@@ -101,39 +117,80 @@ impl Flock {
     /// flocked: a lock file that was deleted or replaced no longer excludes
     /// anyone who opens the path.
     fn still_linked(&self, locked: &FileStat) -> bool {
-        matches!(sys::lstat(&self.path), Ok(now) if now.same_file(locked))
-    }
-}
-
-/// The holder's record kept after the guard line, if there is one.
-fn read_record(guard: &HeldGuard<'_>) -> Result<Option<Record>, Error> {
-    let mut bytes = [0u8; RECORD_LINE_CAPACITY + 2];
-    let n = guard.read_after(&mut bytes)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    let line = bytes[..n].strip_suffix(b"\n").unwrap_or(&[]);
-    match Record::parse_line(line) {
-        Some(Ok(record)) => Ok(Some(record)),
-        _ => Err(Error::corrupt(FileRole::Guard, crate::error::CorruptKind::Record)),
-    }
-}
-
-impl Strategy for Flock {
-    fn open(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
-        Flock::new(spec, sharing)
+        self.at_path(locked).is_some()
     }
 
-    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
-        let (fd, opened) = self.open_target(cx)?;
-        if !sys::try_flock(&fd, FlockOp::Exclusive).map_err(|e| FileError::io(FileRole::Lock, e))? {
-            drop(fd);
-            return Err(Error::Busy(Contention::Held(self.holder_now(cx))));
+    /// The file at the path now, if it is `opened`.
+    fn at_path(&self, opened: &FileStat) -> Option<FileStat> {
+        sys::lstat(&self.path).ok().filter(|now| now.same_file(opened))
+    }
+
+    /// The target's descriptor for an attempt, opened unless one is kept
+    /// (by this process: a child's copy of the handle lets its parent's
+    /// go), and whether it was opened just now.
+    fn target_for_attempt(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        if self.target.as_ref().is_some_and(|(kept, _)| kept.is_here()) {
+            return Ok(false);
         }
-        if !self.still_linked(&opened) {
-            return Err(Error::Busy(Contention::Raced));
+        self.target = None;
+        self.target = Some(self.open_target(cx)?);
+        Ok(true)
+    }
+
+    /// Lets go of a kernel lock this handle took and must not keep
+    /// (something failed after it, or its file is no longer at the path),
+    /// explicitly: a description a child of `fork()` shares would outlive
+    /// a close.
+    fn let_go(&mut self, still_the_lock: bool) {
+        if let Some((kept, _)) = &self.target {
+            let _ = sys::try_flock(kept.fd(), FlockOp::Unlock);
         }
-        // From here the lock is ours; dropping `fd` on any error releases it.
+        self.unlocked(still_the_lock);
+    }
+
+    /// Once the kernel lock is not held through the target: its descriptor
+    /// goes unless it is kept and its file is still the lock's.
+    fn unlocked(&mut self, still_the_lock: bool) {
+        self.held = false;
+        if !(still_the_lock && self.target.as_ref().is_some_and(|(kept, _)| kept.is_kept())) {
+            self.target = None;
+        }
+    }
+
+    /// One try at the kernel lock on the file at the path: `Ok(true)` once
+    /// it is held and the path still names the file locked, `Ok(false)`
+    /// when the kept descriptor's file is no longer at the path (deleted or
+    /// replaced), and must be opened anew.
+    fn try_lock_target(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        let role = FileRole::Lock;
+        let opened_now = self.target_for_attempt(cx)?;
+        let Some((kept, opened)) = &self.target else { return Err(Error::not_a_lock(role)) };
+        if !sys::try_flock(kept.fd(), FlockOp::Exclusive).map_err(|e| FileError::io(role, e))? {
+            // Busy is judged for the file at the path only (one opened just
+            // now was there); a kept one gone from it is opened anew.
+            if !opened_now && !self.still_linked(opened) {
+                self.target = None;
+                return Ok(false);
+            }
+            let holder = self.holder_now(cx);
+            self.unlocked(true);
+            return Err(Error::Busy(Contention::Held(holder)));
+        }
+        let Some(now) = self.at_path(opened) else {
+            self.let_go(false);
+            return if opened_now { Err(Error::Busy(Contention::Raced)) } else { Ok(false) };
+        };
+        // Its owner may have changed its bits since it was opened.
+        if let Err(e) = cx.sharing.check(role, &now) {
+            self.let_go(false);
+            return Err(e);
+        }
+        self.held = true;
+        Ok(true)
+    }
+
+    /// Takes the lock's record and fence once the kernel lock is held.
+    fn take_held(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
         let now = guard.now;
         if let Some(cooling) = guard.state.cooldown_contention(now) {
@@ -149,9 +206,60 @@ impl Strategy for Flock {
         guard.state.cooldown_until = None;
         let record = new_record(cx, nonce, fence, now, ttl);
         guard.store_with_record(Some(&record))?;
-        drop(guard);
-        self.held = Some((fd, opened));
         Ok(Taken { record, took_over_from: left_behind })
+    }
+
+    /// The file this handle holds the kernel lock on.
+    fn locked(&self) -> Result<&FileStat, Error> {
+        match &self.target {
+            Some((_, locked)) if self.held => Ok(locked),
+            _ => Err(Error::NotHeld),
+        }
+    }
+}
+
+/// The holder's record kept after the guard line, if there is one.
+fn read_record(guard: &HeldGuard<'_>) -> Result<Option<Record>, Error> {
+    let bytes = guard.after();
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let line = bytes.strip_suffix(b"\n").unwrap_or(&[]);
+    match Record::parse_line(line) {
+        Some(Ok(record)) => Ok(Some(record)),
+        _ => Err(Error::corrupt(FileRole::Guard, crate::error::CorruptKind::Record)),
+    }
+}
+
+impl Strategy for Flock {
+    fn open(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
+        Flock::new(spec, sharing)
+    }
+
+    fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
+        if self.held {
+            // An acquisition the caller stopped tracking still holds the
+            // kernel lock through this description, which would grant it
+            // again: busy while its file is the lock's, as for anyone.
+            match &self.target {
+                Some((_, locked)) if self.still_linked(locked) => {
+                    return Err(Error::Busy(Contention::Held(self.holder_now(cx))));
+                }
+                _ => self.let_go(false),
+            }
+        }
+        // A kept descriptor whose file is gone from the path is opened anew
+        // within the same try: a single try, a zero budget's, is not lost
+        // to a target removed while the descriptor sat idle.
+        if !self.try_lock_target(cx)? && !self.try_lock_target(cx)? {
+            return Err(Error::Busy(Contention::Raced));
+        }
+        // From here the kernel lock is ours, and let go on any error.
+        let taken = self.take_held(cx, nonce, ttl);
+        if taken.is_err() {
+            self.let_go(true);
+        }
+        taken
     }
 
     fn release(&mut self, cx: &Context<'_>, held: &Record) -> Result<ReleaseOutcome, Error> {
@@ -159,7 +267,7 @@ impl Strategy for Flock {
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        let held_here = self.held.is_some();
+        let held_here = self.held;
         let free = if held_here {
             false
         } else {
@@ -194,8 +302,7 @@ impl Strategy for Flock {
 
 impl Prolong for Flock {
     fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        let Some((_, locked)) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(locked) {
+        if !self.still_linked(self.locked()?) {
             return Ok(ProlongOutcome::Lost);
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
@@ -210,12 +317,11 @@ impl Prolong for Flock {
 
 impl Cooldown for Flock {
     fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
-        // The descriptor leaves the handle only once nothing can fail:
-        // closing it lets go of the kernel lock, and a release that fails
-        // must leave the lock held, as the handle still says it is.
-        let Some((fd, locked)) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(locked) {
-            self.held = None;
+        // The kernel lock is let go only once nothing can fail: a release
+        // that fails must leave the lock held, as the handle still says it
+        // is.
+        if !self.still_linked(self.locked()?) {
+            self.let_go(false);
             return Ok(ReleaseOutcome::Lost);
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
@@ -225,8 +331,10 @@ impl Cooldown for Flock {
         guard.store_with_record(None)?;
         let now = guard.now;
         drop(guard);
-        sys::try_flock(fd, FlockOp::Unlock).map_err(|e| FileError::io(FileRole::Lock, e))?;
-        self.held = None;
+        if let Some((kept, _)) = &self.target {
+            sys::try_flock(kept.fd(), FlockOp::Unlock).map_err(|e| FileError::io(FileRole::Lock, e))?;
+        }
+        self.unlocked(true);
         Ok(ReleaseOutcome::of_own(expires, now))
     }
 }
@@ -241,8 +349,7 @@ impl Commit for Flock {
         // The kernel lock excludes everyone while we hold it; the TTL is
         // advisory, but a commit past it is refused all the same, so that
         // the caller's contract does not depend on the strategy.
-        let Some((_, locked)) = self.held.as_ref() else { return Err(Error::NotHeld) };
-        if !self.still_linked(locked) {
+        if !self.still_linked(self.locked()?) {
             return Ok(CommitOutcome::Lost);
         }
         let guard = self.state.lock(cx.deadline, cx.me.boot)?;

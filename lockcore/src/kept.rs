@@ -1,0 +1,240 @@
+//! Descriptors a handle keeps open between its calls, which no child of
+//! `fork()` may keep.
+//!
+//! A kernel lock taken through a descriptor (`flock(2)`, an
+//! open-file-description lock) belongs to the open file description, and a
+//! child of `fork()` gets a copy of every descriptor, sharing its
+//! description. Were a parent to lock through such a description and die,
+//! the child's copy would keep the lock held for as long as the child
+//! lives: a holder that nobody can see, judge or break. A descriptor
+//! opened for each acquisition and closed after it leaves that to a fork
+//! made while the lock is held; one kept between acquisitions would leave
+//! it to every fork.
+//!
+//! So every descriptor kept is listed here by its number, and a handler
+//! that the C library runs in the child of every `fork(3)`, before the
+//! child returns from it, closes them all: the child never holds a kept
+//! description, whatever its parent locks later, or held at the fork.
+//! A descriptor opened while another thread forks may reach the child
+//! before it is listed; the count of forks, read before the open and
+//! again once it is listed, tells, and that one is not kept: it is closed
+//! once the caller is done with it, as before.
+//!
+//! The child's copy of the handle that kept a descriptor does not touch
+//! that number again ([`KeptFd::is_here`]): the child may have opened
+//! another file under it since.
+//!
+//! Not covered: a child made by a raw `clone(2)` or `syscall(SYS_fork)`,
+//! which runs no handler, keeps its copies as it keeps every descriptor
+//! open at the time. A child that only calls `exec` (`posix_spawn`,
+//! `vfork`, `system`) drops them all: every descriptor of ours is opened
+//! `O_CLOEXEC`.
+
+use core::sync::atomic::Ordering::SeqCst;
+use core::sync::atomic::{AtomicI32, AtomicU64, AtomicU8};
+
+use crate::sys::{self, Fd};
+
+/// How many descriptors one process keeps at most; past that, a handle
+/// opens its file for each acquisition.
+const CAPACITY: usize = 128;
+
+/// The numbers of the descriptors kept, `-1` where none is listed.
+static LISTED: [AtomicI32; CAPACITY] = [const { AtomicI32::new(-1) }; CAPACITY];
+
+/// How many forks this process began (its children's handlers run too,
+/// but each child's count is its own copy).
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the handlers are registered: not yet, being registered,
+/// registered, or refused by the C library.
+static HANDLERS: AtomicU8 = AtomicU8::new(NOT_YET);
+const NOT_YET: u8 = 0;
+const REGISTERING: u8 = 1;
+const REGISTERED: u8 = 2;
+const REFUSED: u8 = 3;
+
+/// Run by the C library in the parent, before every `fork(3)`.
+extern "C" fn before_fork() {
+    FORKS.fetch_add(1, SeqCst);
+}
+
+/// Run by the C library in the child of every `fork(3)`, before `fork`
+/// returns there: only atomics and `close(2)`, which a child of a
+/// threaded process may call.
+extern "C" fn in_child() {
+    for listed in &LISTED {
+        let fd = listed.swap(-1, SeqCst);
+        if fd >= 0 {
+            sys::close_inherited(fd);
+        }
+    }
+}
+
+/// Whether the handlers are registered, registering them at the first call.
+fn handlers_registered() -> bool {
+    match HANDLERS.compare_exchange(NOT_YET, REGISTERING, SeqCst, SeqCst) {
+        Ok(_) => {
+            let registered = sys::at_fork(before_fork, in_child).is_ok();
+            HANDLERS.store(if registered { REGISTERED } else { REFUSED }, SeqCst);
+            registered
+        }
+        // Another thread registering them: this descriptor is not kept.
+        Err(state) => state == REGISTERED,
+    }
+}
+
+/// A descriptor, listed for the children of `fork()` to close if it could
+/// be ([`is_kept`](Self::is_kept)).
+#[derive(Debug)]
+pub struct KeptFd {
+    fd: core::mem::ManuallyDrop<Fd>,
+    /// Where it is listed; `None` if it is not.
+    slot: Option<usize>,
+    /// The process that opened it ([`crate::process::incarnation`]).
+    opener: Option<u64>,
+}
+
+/// What [`KeptFd::keep`] needs to know from before the open: whether the
+/// handlers run, and how many forks had begun.
+#[derive(Clone, Copy, Debug)]
+pub struct BeforeOpen {
+    registered: bool,
+    forks: u64,
+}
+
+/// To be called just before opening a descriptor to keep.
+pub fn before_open() -> BeforeOpen {
+    let registered = handlers_registered();
+    BeforeOpen { registered, forks: FORKS.load(SeqCst) }
+}
+
+impl KeptFd {
+    /// Lists `fd`, opened since `before`, if it can be listed with no fork
+    /// in between.
+    pub fn keep(fd: Fd, before: BeforeOpen) -> KeptFd {
+        let opener = crate::process::incarnation();
+        let mut kept = KeptFd { fd: core::mem::ManuallyDrop::new(fd), slot: None, opener };
+        if !before.registered || opener.is_none() {
+            return kept;
+        }
+        kept.slot = LISTED.iter().position(|listed| listed.compare_exchange(-1, kept.fd.raw(), SeqCst, SeqCst).is_ok());
+        if kept.slot.is_some() && FORKS.load(SeqCst) != before.forks {
+            // A child may hold a copy the handler never saw.
+            kept.unlist();
+        }
+        kept
+    }
+
+    /// Whether it may stay open between acquisitions: listed, so that no
+    /// child of `fork()` keeps a copy.
+    pub fn is_kept(&self) -> bool {
+        self.slot.is_some()
+    }
+
+    /// Whether this is the process that opened it, not a child of `fork()`
+    /// holding a copy of the handle: only there does its number name it.
+    pub fn is_here(&self) -> bool {
+        self.opener.is_some() && crate::process::incarnation() == self.opener
+    }
+
+    /// The descriptor.
+    pub fn fd(&self) -> &Fd {
+        &self.fd
+    }
+
+    fn unlist(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            // Before the close: a fork in between leaves the child a copy of
+            // a description nobody locks through again.
+            LISTED[slot].store(-1, SeqCst);
+        }
+    }
+}
+
+impl Drop for KeptFd {
+    fn drop(&mut self) {
+        // SAFETY: `fd` is taken once, here, at the end of `self`.
+        let fd = unsafe { core::mem::ManuallyDrop::take(&mut self.fd) };
+        if self.slot.is_some() && !self.is_here() {
+            // A child's copy of the handle: the handler closed the number,
+            // which may name another file of the child's now.
+            fd.leak();
+            return;
+        }
+        self.unlist();
+        drop(fd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::CPath;
+
+    fn dev_null() -> Fd {
+        sys::open(&CPath::from_parts(&[b"/dev/null"]).unwrap(), libc::O_RDONLY, 0).unwrap()
+    }
+
+    fn is_open(fd: libc::c_int) -> bool {
+        // SAFETY: F_GETFD reads a descriptor's flags and changes nothing.
+        unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+    }
+
+    /// One test, as the count of forks is the process's: a fork made by
+    /// another test between an open and its listing would leave a
+    /// descriptor unkept.
+    #[test]
+    fn kept_descriptors_are_closed_in_a_child_and_only_they() {
+        a_child_of_fork_finds_kept_descriptors_closed();
+        a_descriptor_opened_across_a_fork_is_not_kept();
+    }
+
+    /// A kept descriptor is open in the process that kept it and closed in
+    /// its child of `fork()` before the child's first instruction after
+    /// the fork; one not kept stays open in both.
+    fn a_child_of_fork_finds_kept_descriptors_closed() {
+        let kept = KeptFd::keep(dev_null(), before_open());
+        assert!(kept.is_kept() && kept.is_here());
+        let plain = dev_null();
+        let (kept_fd, plain_fd) = (kept.fd().raw(), plain.raw());
+        // SAFETY: the child only reads descriptor flags and exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let code = if is_open(kept_fd) {
+                1
+            } else if !is_open(plain_fd) {
+                2
+            } else {
+                0
+            };
+            // SAFETY: ends the child at once, without running the harness's
+            // exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child, into a valid status word.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status), "the child exited");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "1: the kept descriptor was open in the child; 2: the plain one was not"
+        );
+        assert!(is_open(kept_fd), "still open in the parent");
+        drop(kept);
+        assert!(!is_open(kept_fd), "closed when dropped");
+        assert!(LISTED.iter().all(|listed| listed.load(SeqCst) != kept_fd), "and no longer listed");
+    }
+
+    /// A fork between the open and the listing leaves a copy the handler
+    /// never saw: that descriptor is not kept.
+    fn a_descriptor_opened_across_a_fork_is_not_kept() {
+        let before = before_open();
+        let fd = dev_null();
+        before_fork();
+        let raced = KeptFd::keep(fd, before);
+        assert!(!raced.is_kept());
+        assert!(LISTED.iter().all(|listed| listed.load(SeqCst) != raced.fd().raw()));
+    }
+}
