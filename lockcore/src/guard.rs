@@ -142,12 +142,13 @@ pub struct GuardFile {
     path: CPath,
     role: FileRole,
     sharing: Sharing,
-    /// The descriptor, kept between operations ([`KeptFd`]: no child of
-    /// `fork()` keeps a copy, through which a parent killed in a guard
-    /// section would leave the guard held), and which file it was, to tell
-    /// whether the path still names it. A child's copy of the handle opens
-    /// its own: the lock belongs to the description, so a child that
-    /// reused its parent's would "hold" the guard whenever its parent does.
+    /// The descriptor, used again by the next operation if it is kept
+    /// ([`KeptFd`]: no child of `fork()` keeps a copy, through which a
+    /// parent killed in a guard section would leave the guard held), and
+    /// which file it was, to tell whether the path still names it. A
+    /// child's copy of the handle opens its own: the lock belongs to the
+    /// description, so a child that reused its parent's would "hold" the
+    /// guard whenever its parent does.
     open: Option<(KeptFd, FileStat)>,
     /// Extra open flags (`O_APPEND` for an append-only log).
     flags: libc::c_int,
@@ -277,7 +278,7 @@ impl GuardFile {
     fn try_lock_opened(&mut self, kind: OfdLock, initial: &[u8]) -> Result<Option<u64>, Error> {
         let role = self.role;
         let (kept, opened) = match self.open {
-            Some((ref kept, ref opened)) if kept.is_here() => (kept, opened),
+            Some((ref kept, ref opened)) if kept.is_reusable() => (kept, opened),
             _ => {
                 self.open = None;
                 let before = crate::kept::before_open();

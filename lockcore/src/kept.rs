@@ -16,9 +16,12 @@
 //! child returns from it, closes them all: the child never holds a kept
 //! description, whatever its parent locks later, or held at the fork.
 //! A descriptor opened while another thread forks may reach the child
-//! before it is listed; the count of forks, read before the open and
-//! again once it is listed, tells, and that one is not kept: it is closed
-//! once the caller is done with it, as before.
+//! before it is listed. A count that is odd while a fork is under way,
+//! read before the open and again once the descriptor is listed, tells:
+//! that one is not kept, and serves only the call that opened it (or, for
+//! a lock held, that acquisition): its holder opens another the next time,
+//! as before. So is one that finds the list full ([`CAPACITY`] per
+//! process), or the handlers not registered.
 //!
 //! The child's copy of the handle that kept a descriptor does not touch
 //! that number again ([`KeptFd::is_here`]): the child may have opened
@@ -36,14 +39,15 @@ use core::sync::atomic::{AtomicI32, AtomicU64, AtomicU8};
 use crate::sys::{self, Fd};
 
 /// How many descriptors one process keeps at most; past that, a handle
-/// opens its file for each acquisition.
-const CAPACITY: usize = 128;
+/// opens its files for each use.
+pub const CAPACITY: usize = 1024;
 
 /// The numbers of the descriptors kept, `-1` where none is listed.
 static LISTED: [AtomicI32; CAPACITY] = [const { AtomicI32::new(-1) }; CAPACITY];
 
-/// How many forks this process began (its children's handlers run too,
-/// but each child's count is its own copy).
+/// Moves on by one as a fork begins and by one as it ends, in the parent
+/// and in the child alike: odd while a fork is under way, and changed by
+/// every fork since it was last read.
 static FORKS: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the handlers are registered: not yet, being registered,
@@ -59,6 +63,11 @@ extern "C" fn before_fork() {
     FORKS.fetch_add(1, SeqCst);
 }
 
+/// Run by the C library in the parent, after every `fork(3)`.
+extern "C" fn after_fork_in_parent() {
+    FORKS.fetch_add(1, SeqCst);
+}
+
 /// Run by the C library in the child of every `fork(3)`, before `fork`
 /// returns there: only atomics and `close(2)`, which a child of a
 /// threaded process may call.
@@ -69,13 +78,17 @@ extern "C" fn in_child() {
             sys::close_inherited(fd);
         }
     }
+    // A fork made while its parent was registering the handlers: they
+    // run here, so they are registered.
+    HANDLERS.store(REGISTERED, SeqCst);
+    FORKS.fetch_add(1, SeqCst);
 }
 
 /// Whether the handlers are registered, registering them at the first call.
 fn handlers_registered() -> bool {
     match HANDLERS.compare_exchange(NOT_YET, REGISTERING, SeqCst, SeqCst) {
         Ok(_) => {
-            let registered = sys::at_fork(before_fork, in_child).is_ok();
+            let registered = sys::at_fork(before_fork, after_fork_in_parent, in_child).is_ok();
             HANDLERS.store(if registered { REGISTERED } else { REFUSED }, SeqCst);
             registered
         }
@@ -109,27 +122,42 @@ pub fn before_open() -> BeforeOpen {
     BeforeOpen { registered, forks: FORKS.load(SeqCst) }
 }
 
+impl BeforeOpen {
+    /// Whether a descriptor opened since may be listed: no fork was under
+    /// way then, and none began since.
+    fn no_fork_since(self) -> bool {
+        self.registered && self.forks % 2 == 0 && FORKS.load(SeqCst) == self.forks
+    }
+}
+
 impl KeptFd {
     /// Lists `fd`, opened since `before`, if it can be listed with no fork
     /// in between.
     pub fn keep(fd: Fd, before: BeforeOpen) -> KeptFd {
         let opener = crate::process::incarnation();
         let mut kept = KeptFd { fd: core::mem::ManuallyDrop::new(fd), slot: None, opener };
-        if !before.registered || opener.is_none() {
+        if !before.no_fork_since() || opener.is_none() {
             return kept;
         }
         kept.slot = LISTED.iter().position(|listed| listed.compare_exchange(-1, kept.fd.raw(), SeqCst, SeqCst).is_ok());
-        if kept.slot.is_some() && FORKS.load(SeqCst) != before.forks {
+        if kept.slot.is_some() && !before.no_fork_since() {
             // A child may hold a copy the handler never saw.
             kept.unlist();
         }
         kept
     }
 
-    /// Whether it may stay open between acquisitions: listed, so that no
-    /// child of `fork()` keeps a copy.
+    /// Whether it may stay open, and be locked through, from one call to
+    /// the next: listed, so that no child of `fork()` keeps a copy. One
+    /// that is not serves the call that opened it only.
     pub fn is_kept(&self) -> bool {
         self.slot.is_some()
+    }
+
+    /// Whether it may be used again by the process that opened it: kept,
+    /// and this is that process.
+    pub fn is_reusable(&self) -> bool {
+        self.is_kept() && self.is_here()
     }
 
     /// Whether this is the process that opened it, not a child of `fork()`
@@ -145,8 +173,10 @@ impl KeptFd {
 
     fn unlist(&mut self) {
         if let Some(slot) = self.slot.take() {
-            // Before the close: a fork in between leaves the child a copy of
-            // a description nobody locks through again.
+            // Before the close, and never while a lock is held through it
+            // (its holders let go of their locks first): a fork in between
+            // leaves the child a copy of a description that holds nothing
+            // and that nobody locks through again.
             LISTED[slot].store(-1, SeqCst);
         }
     }
@@ -233,8 +263,16 @@ mod tests {
         let before = before_open();
         let fd = dev_null();
         before_fork();
+        after_fork_in_parent();
         let raced = KeptFd::keep(fd, before);
         assert!(!raced.is_kept());
         assert!(LISTED.iter().all(|listed| listed.load(SeqCst) != raced.fd().raw()));
+        // One opened while a fork is under way: the child may get it first.
+        before_fork();
+        let during = KeptFd::keep(dev_null(), before_open());
+        after_fork_in_parent();
+        assert!(!during.is_kept());
+        // And one opened after: kept.
+        assert!(KeptFd::keep(dev_null(), before_open()).is_kept());
     }
 }

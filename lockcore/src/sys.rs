@@ -219,13 +219,14 @@ pub fn close_inherited(fd: libc::c_int) {
     unsafe { libc::close(fd) };
 }
 
-/// Registers `prepare`, run in the parent before every `fork(3)`, and
-/// `child`, run in the child before `fork` returns there. The C library
-/// forgets them when the library that registered them is unloaded.
-pub fn at_fork(prepare: extern "C" fn(), child: extern "C" fn()) -> SysResult<()> {
-    // SAFETY: both are functions of this library, which take nothing and
+/// Registers `prepare`, run in the parent before every `fork(3)`, `parent`,
+/// run there after it, and `child`, run in the child before `fork` returns
+/// there. The C library forgets them when the library that registered
+/// them is unloaded.
+pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> SysResult<()> {
+    // SAFETY: all are functions of this library, which take nothing and
     // stay valid for as long as it is loaded.
-    let rc = unsafe { libc::pthread_atfork(Some(prepare), None, Some(child)) };
+    let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
     if rc == 0 {
         Ok(())
     } else {

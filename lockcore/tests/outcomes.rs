@@ -16,7 +16,9 @@
 //!   `<target>.guard`).
 //! * `fork()`: the child's copy of a held handle refuses release, prolong,
 //!   acquire and inspect with `Forked`, and dropping it leaves the parent's
-//!   lock alone.
+//!   lock alone. The copy of a handle whose holding was forgotten before the
+//!   fork leaves the child's own locks alone, whatever descriptor numbers
+//!   the parent's handle kept.
 //!
 //! A TTL has passed when the lock's own clocks say so (`Moment::has_come`:
 //! the boot clock on this boot), which is what the library judges by.
@@ -255,6 +257,68 @@ fn cooldown_keeps_the_lock_closed_to_everyone() {
         assert!(wall_now() >= until);
         assert_eq!(other.inspect().unwrap().cooldown_until, None);
         assert_eq!(other.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    });
+}
+
+/// Exit codes of the forked child of a process that stopped tracking its
+/// holding: the child's own lock on a file of its own (`own`, opened after
+/// the fork, so under a number its parent's handle may also have kept)
+/// survives whatever the copy of the parent's handle does after the lock's
+/// file was removed.
+fn inherited_forgotten_holding_checks(lock: &mut Lock, own: &std::ffi::CStr, lock_path: &std::ffi::CStr) -> i32 {
+    // SAFETY: plain calls on NUL-terminated paths; results checked.
+    let fd = unsafe { libc::open(own.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return 20;
+    }
+    // SAFETY: as above.
+    if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return 21;
+    }
+    // SAFETY: as above.
+    unsafe { libc::unlink(lock_path.as_ptr()) };
+    let _ = lock.try_acquire();
+    let _ = lock.inspect();
+    // Whether the child's own lock still holds: another description of the
+    // file cannot take it.
+    // SAFETY: as above.
+    let probe = unsafe { libc::open(own.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    // SAFETY: as above.
+    if probe < 0 || unsafe { libc::flock(probe, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return 22;
+    }
+    0
+}
+
+#[test]
+fn a_childs_copy_of_a_forgotten_holding_leaves_the_childs_own_locks_alone() {
+    each_file_scheme("outcome-fork-forgotten", |scheme, dir| {
+        let spec = scheme.spec(dir.path(), "ttl=1h");
+        let mut lock = open_lock(&spec);
+        lock.try_acquire().unwrap();
+        lock.forget();
+        let own_path = dir.join("childs-own");
+        std::fs::write(&own_path, b"").unwrap();
+        let own = std::ffi::CString::new(own_path.into_os_string().into_encoded_bytes()).unwrap();
+        let lock_path = std::ffi::CString::new(path_of(&lock).into_os_string().into_encoded_bytes()).unwrap();
+
+        // SAFETY: the child runs only lockcore calls and plain system calls
+        // (no allocation, no locks of the test harness) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            let code = inherited_forgotten_holding_checks(&mut lock, &own, &lock_path);
+            core::mem::forget(lock);
+            // SAFETY: ends the forked child without running the parent's
+            // exit handlers or destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child forked above.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(r, pid);
+        assert!(libc::WIFEXITED(status), "child status {status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "failed check (see inherited_forgotten_holding_checks)");
     });
 }
 

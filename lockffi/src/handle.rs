@@ -45,12 +45,14 @@ pub type lock_cancel_fn = Option<unsafe extern "C" fn(context: *mut c_void) -> b
 /// `lock_close` frees the child's copy without releasing anything. A child
 /// may acquire through a handle that held nothing at fork time; it is then a
 /// new owner with its own pid.
-/// The descriptors a handle keeps open between calls (`flock`'s target, the
-/// file that orders a lock's changes) are closed in the child before
-/// `fork()` returns there, so no child holds a kernel lock of its parent's:
-/// a parent killed while it holds one leaves it free, whatever its children
-/// do. (A child made by a raw `clone(2)`, which runs no fork handler, keeps
-/// its copies until it closes them or execs; all are close-on-exec.)
+/// The descriptors a handle keeps and locks through from one call to the
+/// next (`flock`'s target, the file that orders a lock's changes; up to 1024
+/// per process) are closed in the child before `fork()` returns there, so a
+/// parent killed while it holds a lock leaves it free, whatever its
+/// children do. (One opened while another thread was forking, or past those
+/// 1024, is not kept: it serves one acquisition. A child made by a raw
+/// `clone(2)`, which runs no fork handler, keeps its copies until it closes
+/// them or execs; all are close-on-exec.)
 /// Other threads may be inside `lock_*` calls when the process forks: the
 /// child never waits for a thread it did not inherit. A handle that was in a
 /// call at that instant answers `LOCK_ERR_HANDLE_IN_USE` in the child, and

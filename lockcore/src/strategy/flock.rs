@@ -129,7 +129,7 @@ impl Flock {
     /// (by this process: a child's copy of the handle lets its parent's
     /// go), and whether it was opened just now.
     fn target_for_attempt(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
-        if self.target.as_ref().is_some_and(|(kept, _)| kept.is_here()) {
+        if self.target.as_ref().is_some_and(|(kept, _)| kept.is_reusable()) {
             return Ok(false);
         }
         self.target = None;
@@ -137,11 +137,22 @@ impl Flock {
         Ok(true)
     }
 
+    /// Forgets a target this process did not open: in a child of `fork()`,
+    /// the copy of its parent's handle holds nothing, and the number it
+    /// kept may name another file of the child's by now.
+    fn forget_inherited(&mut self) {
+        if self.target.as_ref().is_some_and(|(kept, _)| !kept.is_here()) {
+            self.target = None;
+            self.held = false;
+        }
+    }
+
     /// Lets go of a kernel lock this handle took and must not keep
     /// (something failed after it, or its file is no longer at the path),
     /// explicitly: a description a child of `fork()` shares would outlive
     /// a close.
     fn let_go(&mut self, still_the_lock: bool) {
+        self.forget_inherited();
         if let Some((kept, _)) = &self.target {
             let _ = sys::try_flock(kept.fd(), FlockOp::Unlock);
         }
@@ -209,10 +220,12 @@ impl Flock {
         Ok(Taken { record, took_over_from: left_behind })
     }
 
-    /// The file this handle holds the kernel lock on.
-    fn locked(&self) -> Result<&FileStat, Error> {
+    /// Whether the path still names the file this handle holds the kernel
+    /// lock on; [`Error::NotHeld`] if it holds none.
+    fn held_still_linked(&mut self) -> Result<bool, Error> {
+        self.forget_inherited();
         match &self.target {
-            Some((_, locked)) if self.held => Ok(locked),
+            Some((_, locked)) if self.held => Ok(self.still_linked(locked)),
             _ => Err(Error::NotHeld),
         }
     }
@@ -237,6 +250,7 @@ impl Strategy for Flock {
     }
 
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
+        self.forget_inherited();
         if self.held {
             // An acquisition the caller stopped tracking still holds the
             // kernel lock through this description, which would grant it
@@ -267,6 +281,7 @@ impl Strategy for Flock {
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
+        self.forget_inherited();
         let held_here = self.held;
         let free = if held_here {
             false
@@ -302,7 +317,7 @@ impl Strategy for Flock {
 
 impl Prolong for Flock {
     fn prolong(&mut self, cx: &Context<'_>, held: &mut Record, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
-        if !self.still_linked(self.locked()?) {
+        if !self.held_still_linked()? {
             return Ok(ProlongOutcome::Lost);
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
@@ -320,7 +335,7 @@ impl Cooldown for Flock {
         // The kernel lock is let go only once nothing can fail: a release
         // that fails must leave the lock held, as the handle still says it
         // is.
-        if !self.still_linked(self.locked()?) {
+        if !self.held_still_linked()? {
             self.let_go(false);
             return Ok(ReleaseOutcome::Lost);
         }
@@ -349,12 +364,22 @@ impl Commit for Flock {
         // The kernel lock excludes everyone while we hold it; the TTL is
         // advisory, but a commit past it is refused all the same, so that
         // the caller's contract does not depend on the strategy.
-        if !self.still_linked(self.locked()?) {
+        if !self.held_still_linked()? {
             return Ok(CommitOutcome::Lost);
         }
         let guard = self.state.lock(cx.deadline, cx.me.boot)?;
         let on_disk = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce);
         commit_if_current(on_disk, guard.now, action)
+    }
+}
+
+impl Drop for Flock {
+    fn drop(&mut self) {
+        // Explicitly, not by the close alone: a fork between the descriptor's
+        // unlisting and its close would leave the child a copy still locked.
+        if self.held {
+            self.let_go(false);
+        }
     }
 }
 
