@@ -18,6 +18,10 @@
 //! `flock` on a data file is what `flock(1)` users expect: while the
 //! library holds it, `flock(1)` cannot take it, and the other way round;
 //! data the holder appends under the lock is still there after the release.
+//! A handle keeps no descriptor of a data file between acquisitions: its
+//! writers replace it (written anew, renamed over), and a descriptor kept
+//! on the old one would keep its blocks on the disk. It keeps one of an
+//! empty lock file, which pins nothing.
 //!
 //! Specs that would make exclusion impossible are refused: a `lockfile`
 //! whose lock file would be the protected file itself (`ext=` empty,
@@ -251,4 +255,56 @@ fn a_format_that_names_the_protected_file_by_another_spelling_never_touches_it()
             assert_eq!(result, Err(ErrorKind::NotALock), "{spec}: {what}");
         }
     }
+}
+
+/// The files this process has open, as `/proc/self/fd` names them.
+fn open_files() -> Vec<std::path::PathBuf> {
+    fs::read_dir("/proc/self/fd").unwrap().filter_map(|fd| fs::read_link(fd.ok()?.path()).ok()).collect()
+}
+
+#[test]
+fn flock_keeps_no_descriptor_of_a_data_file_between_acquisitions() {
+    let dir = TestDir::new("flock-pins");
+    let data = dir.join("data.db");
+    let lock_file = dir.join("empty.lock");
+    fs::write(&data, b"the data").unwrap();
+    let mut on_data = open_lock(&format!("flock:{}", data.display()));
+    let mut on_lock_file = open_lock(&format!("flock:{}", lock_file.display()));
+    for lock in [&mut on_data, &mut on_lock_file] {
+        lock.try_acquire().unwrap();
+        lock.release(Duration::ZERO).unwrap();
+    }
+    let open = open_files();
+    assert!(!open.contains(&data), "a descriptor of the data file kept: {open:?}");
+    assert!(open.contains(&lock_file), "the empty lock file's descriptor is kept: {open:?}");
+
+    // Its writers replace it: the old version's blocks are not pinned,
+    // and the next acquisition locks the new file.
+    let fresh = dir.join("data.db.new");
+    fs::write(&fresh, b"the data, written anew").unwrap();
+    fs::rename(&fresh, &data).unwrap();
+    let open = open_files();
+    let pinned =
+        |path: &std::path::PathBuf| path.starts_with(dir.path()) && path.to_string_lossy().ends_with("(deleted)");
+    assert!(!open.iter().any(pinned), "the old data pinned: {open:?}");
+    on_data.try_acquire().unwrap();
+    assert!(common::files::try_flock(&fs::File::open(&data).unwrap(), libc::LOCK_EX | libc::LOCK_NB)
+        .is_ok_and(|took| !took));
+    on_data.release(Duration::ZERO).unwrap();
+
+    // The kept lock file removed after use, as `flock(1)` users do, and
+    // made again and held by `flock(1)`: the kept descriptor's old file is
+    // no lock any more, and a try is busy.
+    fs::remove_file(&lock_file).unwrap();
+    fs::write(&lock_file, b"").unwrap();
+    let held_elsewhere = fs::File::open(&lock_file).unwrap();
+    assert_eq!(common::files::try_flock(&held_elsewhere, libc::LOCK_EX | libc::LOCK_NB).ok(), Some(true));
+    assert_eq!(on_lock_file.try_acquire().map_err(|e| e.kind()).err(), Some(ErrorKind::Busy));
+    drop(held_elsewhere);
+    // Removed again: the next try makes it anew and locks that one.
+    fs::remove_file(&lock_file).unwrap();
+    on_lock_file.try_acquire().unwrap();
+    let probe = fs::File::open(&lock_file).unwrap();
+    assert_eq!(common::files::try_flock(&probe, libc::LOCK_EX | libc::LOCK_NB).ok(), Some(false));
+    on_lock_file.release(Duration::ZERO).unwrap();
 }

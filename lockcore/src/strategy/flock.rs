@@ -23,9 +23,11 @@
 //!   gets the flock during a cooldown lets go of it and reports busy.
 //!
 //! The target's descriptor stays open between acquisitions, so that a
-//! cycle opens nothing: listed where every child of `fork(3)` closes its
-//! copy at once ([`KeptFd`]), since a child sharing the description would
-//! keep a lock its parent took through it held past the parent's death.
+//! cycle opens nothing, if the target is an empty file or a directory (a
+//! data file's would keep a replaced version on the disk): listed where
+//! every child of `fork(3)` closes its copy at once ([`KeptFd`]), since a
+//! child sharing the description would keep a lock its parent took through
+//! it held past the parent's death.
 //! Each acquisition still looks at the path once it holds the lock: a
 //! target deleted or replaced (`flock(1)` users often remove it after use)
 //! is opened anew, and a lock taken on the old one is let go.
@@ -55,7 +57,7 @@ pub struct Flock {
     path: CPath,
     state: GuardFile,
     /// The target opened, and which file it is (a descriptor's file never
-    /// changes): between acquisitions, only if it is kept.
+    /// changes), as last seen: between acquisitions, only if it is kept.
     target: Option<(KeptFd, FileStat)>,
     /// Whether this handle holds the kernel lock, through `target`.
     held: bool,
@@ -160,10 +162,16 @@ impl Flock {
     }
 
     /// Once the kernel lock is not held through the target: its descriptor
-    /// goes unless it is kept and its file is still the lock's.
+    /// goes unless it is kept, its file is still the lock's, and it holds
+    /// nothing to pin. A data file locked in place is often replaced by its
+    /// writers (written anew, renamed over): a descriptor kept on the old
+    /// one would keep its blocks on the disk until this handle's next call.
+    /// An empty file, made to be locked (as `flock(1)` makes one), or a
+    /// directory pins nothing.
     fn unlocked(&mut self, still_the_lock: bool) {
         self.held = false;
-        if !(still_the_lock && self.target.as_ref().is_some_and(|(kept, _)| kept.is_kept())) {
+        let keep = |(kept, file): &(KeptFd, FileStat)| kept.is_kept() && (file.size == 0 || file.is_dir());
+        if !(still_the_lock && self.target.as_ref().is_some_and(keep)) {
             self.target = None;
         }
     }
@@ -195,6 +203,10 @@ impl Flock {
         if let Err(e) = cx.sharing.check(role, &now) {
             self.let_go(false);
             return Err(e);
+        }
+        // The same file, as it is now: its size tells whether to keep it.
+        if let Some((_, opened)) = &mut self.target {
+            *opened = now;
         }
         self.held = true;
         Ok(true)
