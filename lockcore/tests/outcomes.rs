@@ -302,24 +302,33 @@ fn a_childs_copy_of_a_forgotten_holding_leaves_the_childs_own_locks_alone() {
         let own = std::ffi::CString::new(own_path.into_os_string().into_encoded_bytes()).unwrap();
         let lock_path = std::ffi::CString::new(path_of(&lock).into_os_string().into_encoded_bytes()).unwrap();
 
-        // SAFETY: the child runs only lockcore calls and plain system calls
-        // (no allocation, no locks of the test harness) and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-        if pid == 0 {
+        let code = exit_code_of_child(|| {
             let code = inherited_forgotten_holding_checks(&mut lock, &own, &lock_path);
             core::mem::forget(lock);
-            // SAFETY: ends the forked child without running the parent's
-            // exit handlers or destructors.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: waiting for the child forked above.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert_eq!(r, pid);
-        assert!(libc::WIFEXITED(status), "child status {status:#x}");
-        assert_eq!(libc::WEXITSTATUS(status), 0, "failed check (see inherited_forgotten_holding_checks)");
+            code
+        });
+        assert_eq!(code, 0, "failed check (see inherited_forgotten_holding_checks)");
     });
+}
+
+/// Runs `checks` in a child of `fork()` and gives its exit code. The
+/// checks run only lockcore calls and plain system calls (no allocation,
+/// no lock of the test harness), and the child leaves with `_exit`,
+/// without the parent's exit handlers or destructors.
+fn exit_code_of_child(checks: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child runs `checks` alone, as above, then `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let code = checks();
+        // SAFETY: ends the forked child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child forked above, into a valid status word.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    libc::WEXITSTATUS(status)
 }
 
 /// Exit codes of the forked child, one per check.
@@ -351,23 +360,14 @@ fn forked_child_cannot_release_and_its_drop_leaves_the_lock() {
         let mut lock = open_lock(&spec);
         let acquired = lock.try_acquire().unwrap();
 
-        // SAFETY: the child runs only lockcore calls (no allocation, no
-        // locks of the test harness) and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-        if pid == 0 {
+        let code = exit_code_of_child(|| {
             let code = forked_child_checks(&mut lock, &spec);
-            drop(lock);
-            // SAFETY: ends the forked child without running the parent's
-            // exit handlers or destructors.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: waiting for the child forked above.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert_eq!(r, pid);
-        assert!(libc::WIFEXITED(status), "child status {status:#x}");
-        assert_eq!(libc::WEXITSTATUS(status), 0, "failed check (see forked_child_checks)");
+            // SAFETY: the child's copy of the handle is dropped once, here,
+            // and the child exits right after without touching it again.
+            unsafe { std::ptr::drop_in_place(&mut lock) };
+            code
+        });
+        assert_eq!(code, 0, "failed check (see forked_child_checks)");
 
         // The child's drop left the lock to us.
         let seen = lock.inspect().unwrap();
