@@ -401,12 +401,14 @@ typedef enum {
  * new owner with its own pid.
  * The descriptors a handle keeps and locks through from one call to the
  * next (`flock`'s target, the file that orders a lock's changes; up to 1024
- * per process) are closed in the child before `fork()` returns there, so a
- * parent killed while it holds a lock leaves it free, whatever its
- * children do. (One opened while another thread was forking, or past those
- * 1024, is not kept: it serves one acquisition. A child made by a raw
- * `clone(2)`, which runs no fork handler, keeps its copies until it closes
- * them or execs; all are close-on-exec.)
+ * per process, two per `flock` lock) are closed in the child before
+ * `fork()` returns there, so a parent killed while it holds a lock leaves
+ * it free, whatever its children do. One opened while another thread was
+ * forking, or past those 1024, is not kept: it serves one acquisition, and
+ * a child forked during it keeps a copy, as of any descriptor. So does a
+ * child made by a raw `clone(2)`, which runs no fork handler, until it
+ * closes them or execs (all are close-on-exec). A child's copy of a handle
+ * never closes a descriptor number of its parent's.
  * Other threads may be inside `lock_*` calls when the process forks: the
  * child never waits for a thread it did not inherit. A handle that was in a
  * call at that instant answers `LOCK_ERR_HANDLE_IN_USE` in the child, and

@@ -29,7 +29,9 @@
 //!
 //! Not covered: a child made by a raw `clone(2)` or `syscall(SYS_fork)`,
 //! which runs no handler, keeps its copies as it keeps every descriptor
-//! open at the time. A child that only calls `exec` (`posix_spawn`,
+//! open at the time; so does any child of a fork made while a lock is held
+//! through a descriptor that is not listed (the list full, or the fork
+//! racing its open). A child that only calls `exec` (`posix_spawn`,
 //! `vfork`, `system`) drops them all: every descriptor of ours is opened
 //! `O_CLOEXEC`.
 
@@ -38,8 +40,10 @@ use core::sync::atomic::{AtomicI32, AtomicU64, AtomicU8};
 
 use crate::sys::{self, Fd};
 
-/// How many descriptors one process keeps at most; past that, a handle
-/// opens its files for each use.
+/// How many descriptors one process keeps at most (a `flock` lock keeps
+/// two: its target and its guard); past that, a handle opens its files for
+/// each use, and a child forked while a lock is held through one keeps a
+/// copy, as of any descriptor open at the fork.
 pub const CAPACITY: usize = 1024;
 
 /// The numbers of the descriptors kept, `-1` where none is listed.
@@ -186,9 +190,11 @@ impl Drop for KeptFd {
     fn drop(&mut self) {
         // SAFETY: `fd` is taken once, here, at the end of `self`.
         let fd = unsafe { core::mem::ManuallyDrop::take(&mut self.fd) };
-        if self.slot.is_some() && !self.is_here() {
-            // A child's copy of the handle: the handler closed the number,
-            // which may name another file of the child's now.
+        if self.opener.is_some() && !self.is_here() {
+            // A child's copy of the handle: the number was its parent's. The
+            // handler closed it if it was listed, and either way the child
+            // may have closed it and opened another file under it since (a
+            // daemon closes every descriptor it did not open itself).
             fd.leak();
             return;
         }
@@ -230,6 +236,7 @@ mod tests {
     fn kept_descriptors_are_closed_in_a_child_and_only_they() {
         a_child_of_fork_finds_kept_descriptors_closed();
         a_descriptor_opened_across_a_fork_is_not_kept();
+        a_child_leaves_a_reused_number_alone();
     }
 
     /// A kept descriptor is open in the process that kept it and closed in
@@ -267,6 +274,46 @@ mod tests {
         drop(kept);
         assert!(!is_open(kept_fd), "closed when dropped");
         assert!(LISTED.iter().all(|listed| listed.load(SeqCst) != kept_fd), "and no longer listed");
+    }
+
+    /// A child's copy of a handle never closes the number its parent
+    /// opened, listed or not: the child may have closed it and opened a
+    /// file of its own under it.
+    fn a_child_leaves_a_reused_number_alone() {
+        let unlisted = {
+            let before = before_open();
+            before_fork();
+            let fd = dev_null();
+            let kept = KeptFd::keep(fd, before);
+            after_fork_in_parent();
+            kept
+        };
+        assert!(!unlisted.is_kept());
+        let number = unlisted.fd().raw();
+        // SAFETY: the child closes and reuses one number, drops its copy of
+        // the descriptor and exits; nothing of the harness runs there.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let own = dev_null();
+            // SAFETY: plain calls on descriptors of this child's.
+            let reused = unsafe { libc::close(number) == 0 && libc::dup2(own.raw(), number) == number };
+            drop(unlisted);
+            let code = if !reused {
+                1
+            } else if !is_open(number) {
+                2
+            } else {
+                0
+            };
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child, into a valid status word.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(libc::WEXITSTATUS(status), 0, "2: the child's drop closed a number of the child's own");
+        assert!(is_open(number), "the parent's is still open");
     }
 
     /// A fork between the open and the listing leaves a copy the handler

@@ -292,6 +292,19 @@ fn flock_keeps_no_descriptor_of_a_data_file_between_acquisitions() {
         .is_ok_and(|took| !took));
     on_data.release(Duration::ZERO).unwrap();
 
+    // A target the lock made, empty, and filled while held: a data file by
+    // its release, whose descriptor goes with it.
+    let filled = dir.join("filled.db");
+    let mut on_filled = open_lock(&format!("flock:{}", filled.display()));
+    on_filled.try_acquire().unwrap();
+    fs::write(&filled, b"written while held").unwrap();
+    on_filled.release(Duration::ZERO).unwrap();
+    let replacement = dir.join("filled.db.new");
+    fs::write(&replacement, b"written anew").unwrap();
+    fs::rename(&replacement, &filled).unwrap();
+    let open = open_files();
+    assert!(!open.iter().any(pinned), "the version filled while held pinned: {open:?}");
+
     // The kept lock file removed after use, as `flock(1)` users do, and
     // made again and held by `flock(1)`: the kept descriptor's old file is
     // no lock any more, and a try is busy.

@@ -23,8 +23,9 @@
 //!   gets the flock during a cooldown lets go of it and reports busy.
 //!
 //! The target's descriptor stays open between acquisitions, so that a
-//! cycle opens nothing, if the target is an empty file or a directory (a
-//! data file's would keep a replaced version on the disk): listed where
+//! cycle opens nothing, if the target was an empty file or a directory at
+//! the last release (a data file's would keep a replaced version on the
+//! disk): listed where
 //! every child of `fork(3)` closes its copy at once ([`KeptFd`]), since a
 //! child sharing the description would keep a lock its parent took through
 //! it held past the parent's death.
@@ -162,8 +163,9 @@ impl Flock {
     }
 
     /// Once the kernel lock is not held through the target: its descriptor
-    /// goes unless it is kept, its file is still the lock's, and it holds
-    /// nothing to pin. A data file locked in place is often replaced by its
+    /// goes unless it is kept, its file is still the lock's, and it held
+    /// nothing to pin when last looked at (at this release, or the attempt
+    /// that failed). A data file locked in place is often replaced by its
     /// writers (written anew, renamed over): a descriptor kept on the old
     /// one would keep its blocks on the disk until this handle's next call.
     /// An empty file, made to be locked (as `flock(1)` makes one), or a
@@ -233,12 +235,18 @@ impl Flock {
     }
 
     /// Whether the path still names the file this handle holds the kernel
-    /// lock on; [`Error::NotHeld`] if it holds none.
+    /// lock on, which is then as the path's look found it (its size tells
+    /// whether to keep its descriptor after a release); [`Error::NotHeld`]
+    /// if it holds none.
     fn held_still_linked(&mut self) -> Result<bool, Error> {
         self.forget_inherited();
-        match &self.target {
-            Some((_, locked)) if self.held => Ok(self.still_linked(locked)),
-            _ => Err(Error::NotHeld),
+        let Some((_, locked)) = self.target.as_mut().filter(|_| self.held) else { return Err(Error::NotHeld) };
+        match sys::lstat(&self.path) {
+            Ok(now) if now.same_file(locked) => {
+                *locked = now;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 }
