@@ -23,9 +23,12 @@
 //! as before. So is one that finds the list full ([`CAPACITY`] per
 //! process), or the handlers not registered.
 //!
-//! The child's copy of the handle that kept a descriptor does not touch
-//! that number again ([`KeptFd::is_here`]): the child may have opened
-//! another file under it since.
+//! The child's copy of the handle that kept a descriptor never closes that
+//! number ([`KeptFd::is_inherited`]), listed or not: the child may have
+//! closed it and opened a file of its own under it since (a daemon closes
+//! every descriptor it did not open). So the descriptors a handle keeps but
+//! never locks through (a socket, an inotify instance) are kept here too,
+//! unlisted ([`KeptFd::unlisted`]).
 //!
 //! Not covered: a child made by a raw `clone(2)` or `syscall(SYS_fork)`,
 //! which runs no handler, keeps its copies as it keeps every descriptor
@@ -151,6 +154,20 @@ impl KeptFd {
         kept
     }
 
+    /// `fd`, kept by a handle that never locks through it (a socket, an
+    /// inotify instance): never listed, but, like every descriptor here,
+    /// never closed by a child's copy of the handle.
+    pub fn unlisted(fd: Fd) -> KeptFd {
+        KeptFd { fd: core::mem::ManuallyDrop::new(fd), slot: None, opener: crate::process::incarnation() }
+    }
+
+    /// Whether this is known to be a child of `fork()` holding a copy of
+    /// the handle that opened it (where no child can be told from its
+    /// parent, never).
+    pub fn is_inherited(&self) -> bool {
+        self.opener.is_some() && !self.is_here()
+    }
+
     /// Whether it may stay open, and be locked through, from one call to
     /// the next: listed, so that no child of `fork()` keeps a copy. One
     /// that is not serves the call that opened it only.
@@ -190,7 +207,7 @@ impl Drop for KeptFd {
     fn drop(&mut self) {
         // SAFETY: `fd` is taken once, here, at the end of `self`.
         let fd = unsafe { core::mem::ManuallyDrop::take(&mut self.fd) };
-        if self.opener.is_some() && !self.is_here() {
+        if self.is_inherited() {
             // A child's copy of the handle: the number was its parent's. The
             // handler closed it if it was listed, and either way the child
             // may have closed it and opened another file under it since (a
@@ -280,7 +297,7 @@ mod tests {
     /// opened, listed or not: the child may have closed it and opened a
     /// file of its own under it.
     fn a_child_leaves_a_reused_number_alone() {
-        let unlisted = {
+        let raced = {
             let before = before_open();
             before_fork();
             let fd = dev_null();
@@ -288,7 +305,13 @@ mod tests {
             after_fork_in_parent();
             kept
         };
-        assert!(!unlisted.is_kept());
+        assert!(!raced.is_kept());
+        for unlisted in [raced, KeptFd::unlisted(dev_null())] {
+            a_child_leaves_its_number_alone(unlisted);
+        }
+    }
+
+    fn a_child_leaves_its_number_alone(unlisted: KeptFd) {
         let number = unlisted.fd().raw();
         // SAFETY: the child closes and reuses one number, drops its copy of
         // the descriptor and exits; nothing of the harness runs there.

@@ -57,6 +57,7 @@ use core::time::Duration;
 use crate::clock::MonoTime;
 use crate::error::FileRole;
 use crate::files;
+use crate::kept::KeptFd;
 use crate::look::RecentLook;
 use crate::sys::{self, CPath, Fd, FutexWait, OfdLock, SharedMapping};
 use crate::trust::Sharing;
@@ -177,7 +178,7 @@ pub struct Turnstile {
 /// The file that names the segment a shared lock's queue lives in, and the
 /// id it named when the segment was attached.
 struct Naming {
-    fd: Fd,
+    fd: KeptFd,
     id: i32,
 }
 
@@ -253,7 +254,13 @@ impl Turnstile {
         };
         let _ = sys::ofd_unlock(&fd);
         let (id, map) = attached?;
-        Ok(Turnstile { map, path, file, named: Some(Naming { fd, id }), looked: RecentLook::made(MonoTime::now()) })
+        Ok(Turnstile {
+            map,
+            path,
+            file,
+            named: Some(Naming { fd: KeptFd::unlisted(fd), id }),
+            looked: RecentLook::made(MonoTime::now()),
+        })
     }
 
     /// Whether the path still names the file mapped (or, for a lock others
@@ -262,7 +269,7 @@ impl Turnstile {
     /// queue until every waiter has the new one.
     pub fn is_current(&self) -> bool {
         sys::lstat(&self.path).is_ok_and(|now| now.same_file(&self.file))
-            && self.named.as_ref().map_or(true, |named| Naming::read(&named.fd) == Some(named.id))
+            && self.named.as_ref().map_or(true, |named| Naming::read(named.fd.fd()) == Some(named.id))
     }
 
     /// [`is_current`](Self::is_current), by a look made at `now` unless the

@@ -27,7 +27,8 @@ use core::time::Duration;
 
 use crate::clock::MonoTime;
 use crate::error::{Contention, Error, FileError, FileRole};
-use crate::sys::{self, CPath, Errno, Fd};
+use crate::kept::KeptFd;
+use crate::sys::{self, CPath, Errno};
 
 /// How a [`WakeSource::wait`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,7 +154,7 @@ impl WakeSource for Cancellable<'_> {
 /// [`Lock::path`]: crate::Lock::path
 /// [`Lock::guard_path`]: crate::Lock::guard_path
 pub struct Inotify {
-    inotify: Fd,
+    inotify: KeptFd,
     dir: CPath,
     name: [u8; NAME_CAPACITY],
     name_len: usize,
@@ -193,7 +194,7 @@ impl Inotify {
         let dir = CPath::from_parts(&[path.parent()])
             .map_err(|_| FileError::from_errno(FileRole::Directory, path, Errno::ENAMETOOLONG))?;
         let mut source = Inotify {
-            inotify: sys::inotify_init().map_err(Error::Os)?,
+            inotify: KeptFd::unlisted(sys::inotify_init().map_err(Error::Os)?),
             dir,
             name: [0; NAME_CAPACITY],
             name_len: name.len(),
@@ -211,7 +212,7 @@ impl Inotify {
         // The directory itself moved or removed: the path names another
         // one now, or none, and the watch must follow the path.
         let mask = RELEASES | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF | libc::IN_ONLYDIR | libc::IN_EXCL_UNLINK;
-        sys::inotify_add_watch(&self.inotify, &self.dir, mask)
+        sys::inotify_add_watch(self.inotify.fd(), &self.dir, mask)
     }
 
     /// Reads every queued event; `true` if one may have freed the lock.
@@ -219,7 +220,7 @@ impl Inotify {
     fn read_events(&mut self) -> Result<bool, Errno> {
         let (watch, name) = (self.watch, &self.name[..self.name_len]);
         let (mut woken, mut dropped, mut moved) = (false, false, false);
-        sys::read_inotify_events(&self.inotify, |event| {
+        sys::read_inotify_events(self.inotify.fd(), |event| {
             let ours = Some(event.wd) == watch;
             moved |= ours && event.mask & libc::IN_MOVE_SELF != 0;
             let gone = ours && event.mask & (libc::IN_IGNORED | libc::IN_MOVE_SELF | libc::IN_DELETE_SELF) != 0;
@@ -233,7 +234,7 @@ impl Inotify {
         if let (true, Some(old)) = (moved, self.watch) {
             // A moved directory keeps its watch: end it, or its events
             // (for names no longer ours) would go on costing reads.
-            let _ = sys::inotify_rm_watch(&self.inotify, old);
+            let _ = sys::inotify_rm_watch(self.inotify.fd(), old);
         }
         if dropped {
             self.watch = None;
@@ -260,7 +261,7 @@ impl WakeSource for Inotify {
         let end = MonoTime::now().saturating_add(timeout);
         loop {
             let left = end.remaining_from(MonoTime::now());
-            let news = match sys::poll_readable(&self.inotify, left) {
+            let news = match sys::poll_readable(self.inotify.fd(), left) {
                 Ok(true) => self.read_events(),
                 Ok(false) => Ok(false),
                 Err(e) => Err(e),

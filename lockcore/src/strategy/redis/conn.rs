@@ -14,6 +14,7 @@ use super::resp::{self, Parsed, Reply};
 use crate::clock::MonoTime;
 use crate::endpoint::{Endpoint, Host};
 use crate::error::{Error, ServerError, ServerProblem};
+use crate::kept::KeptFd;
 use crate::resolver::{self, NotResolved};
 use crate::sys::{self, Errno, Fd, Ready, SocketAddress};
 
@@ -79,10 +80,8 @@ pub struct Connection {
     /// Whether `address` is a node a redirection named rather than the
     /// endpoint's: forgotten when it cannot be reached.
     redirected: bool,
-    socket: Option<Fd>,
-    /// The process that opened `socket`, by its
-    /// [`incarnation`](crate::process::incarnation).
-    opened_by: Option<u64>,
+    /// The connection, and which process opened it ([`KeptFd`]).
+    socket: Option<KeptFd>,
     output: [u8; OUTPUT_CAPACITY],
     input: [u8; INPUT_CAPACITY],
     /// Bytes of `input` received.
@@ -111,7 +110,6 @@ impl Connection {
             address: None,
             redirected: false,
             socket: None,
-            opened_by: None,
             output: [0; OUTPUT_CAPACITY],
             input: [0; INPUT_CAPACITY],
             filled: 0,
@@ -185,14 +183,15 @@ impl Connection {
 
     /// A connection fit to carry a question: the one kept, or a new one.
     fn ready(&mut self, deadline: MonoTime) -> Result<(), Error> {
-        if self.socket.is_some() && self.opened_by != crate::process::incarnation() {
-            // The parent's: forgotten here, still open there.
+        if self.socket.as_ref().is_some_and(KeptFd::is_inherited) {
+            // The parent's: forgotten here (not closed: the number may name
+            // another file of this child's by now), still open there.
             self.socket = None;
         }
         // A server that restarted, or closed an idle connection, has left
         // the end of the stream in it: asking there would fail a question
         // that a new connection answers.
-        if self.socket.as_ref().is_some_and(|socket| !sys::socket_is_idle(socket)) {
+        if self.socket.as_ref().is_some_and(|socket| !sys::socket_is_idle(socket.fd())) {
             self.socket = None;
         }
         if self.socket.is_none() {
@@ -255,9 +254,7 @@ impl Connection {
             self.address = None;
             self.redirected = false;
         }
-        let socket = connected?;
-        self.socket = Some(socket);
-        self.opened_by = crate::process::incarnation();
+        self.socket = Some(KeptFd::unlisted(connected?));
         let login = self.log_in(deadline);
         if login.is_err() {
             self.socket = None;
@@ -333,7 +330,11 @@ impl Connection {
     }
 
     fn send(&mut self, args: &[&[u8]], deadline: MonoTime) -> Result<(), Error> {
-        let socket = self.socket.as_ref().ok_or(Error::Server(ServerError::new(ServerProblem::Disconnected, None)))?;
+        let socket = self
+            .socket
+            .as_ref()
+            .map(KeptFd::fd)
+            .ok_or(Error::Server(ServerError::new(ServerProblem::Disconnected, None)))?;
         match resp::encode(&mut self.output, args) {
             Some(len) => send_all(socket, &self.output[..len], deadline),
             // Longer than the buffer (a script sent whole, the first time a
@@ -345,7 +346,11 @@ impl Connection {
     fn receive(&mut self, deadline: MonoTime) -> Result<(), Error> {
         self.filled = 0;
         self.reply_len = 0;
-        let socket = self.socket.as_ref().ok_or(Error::Server(ServerError::new(ServerProblem::Disconnected, None)))?;
+        let socket = self
+            .socket
+            .as_ref()
+            .map(KeptFd::fd)
+            .ok_or(Error::Server(ServerError::new(ServerProblem::Disconnected, None)))?;
         loop {
             match resp::parse(&self.input[..self.filled]) {
                 Ok(Parsed::Whole(_, used)) if used == self.filled => {
