@@ -189,13 +189,10 @@ impl GuardFile {
         let file = self.lock_file(OfdLock::Exclusive, deadline, initial.as_bytes(), boot)?;
         // The line, and in the same read what follows it (`flock` keeps
         // its holder's record there).
-        let mut bytes = [0u8; GUARD_RECORD_LEN + AFTER_CAPACITY];
-        let n = file.read(&mut bytes)?;
-        let state = GuardState::parse(&bytes[..n.min(GUARD_RECORD_LEN)], role)?;
-        let mut after = [0u8; AFTER_CAPACITY];
-        let after_len = n.saturating_sub(GUARD_RECORD_LEN);
-        after[..after_len].copy_from_slice(&bytes[GUARD_RECORD_LEN..n.max(GUARD_RECORD_LEN)]);
-        Ok(HeldGuard { now: file.now, file, state, after, after_len })
+        let mut read = [0u8; GUARD_RECORD_LEN + AFTER_CAPACITY];
+        let read_len = file.read(&mut read)?;
+        let state = GuardState::parse(&read[..read_len.min(GUARD_RECORD_LEN)], role)?;
+        Ok(HeldGuard { now: file.now, file, state, read, read_len })
     }
 
     /// Takes the lock on the file, exclusive or shared, by `deadline`
@@ -385,10 +382,10 @@ pub struct HeldGuard<'a> {
     pub state: GuardState,
     /// The time, read once the guard was held.
     pub now: Moment,
-    /// What followed the guard line when it was read, up to
-    /// [`AFTER_CAPACITY`] bytes.
-    after: [u8; AFTER_CAPACITY],
-    after_len: usize,
+    /// The file's start as read once the guard was held: the guard line,
+    /// then up to [`AFTER_CAPACITY`] bytes of what followed it.
+    read: [u8; GUARD_RECORD_LEN + AFTER_CAPACITY],
+    read_len: usize,
 }
 
 /// How much of what follows the guard line is read with it: a holder's
@@ -413,7 +410,7 @@ impl HeldGuard<'_> {
     /// [`AFTER_CAPACITY`] bytes (the holder's record, for a `flock` lock,
     /// whose locked file is not the library's to write).
     pub fn after(&self) -> &[u8] {
-        &self.after[..self.after_len]
+        &self.read[self.read_len.min(GUARD_RECORD_LEN)..self.read_len]
     }
 
     /// Writes `state` back with `record` after it (nothing for `None`), in

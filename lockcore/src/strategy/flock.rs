@@ -25,10 +25,9 @@
 //! The target's descriptor stays open between acquisitions, so that a
 //! cycle opens nothing, if the target was an empty file or a directory at
 //! the last release (a data file's would keep a replaced version on the
-//! disk): listed where
-//! every child of `fork(3)` closes its copy at once ([`KeptFd`]), since a
-//! child sharing the description would keep a lock its parent took through
-//! it held past the parent's death.
+//! disk): listed where every child of `fork(3)` closes its copy at once
+//! ([`KeptFd`]), since a child sharing the description would keep a lock
+//! its parent took through it held past the parent's death.
 //! Each acquisition still looks at the path once it holds the lock: a
 //! target deleted or replaced (`flock(1)` users often remove it after use)
 //! is opened anew, and a lock taken on the old one is let go.
@@ -120,12 +119,7 @@ impl Flock {
     /// flocked: a lock file that was deleted or replaced no longer excludes
     /// anyone who opens the path.
     fn still_linked(&self, locked: &FileStat) -> bool {
-        self.at_path(locked).is_some()
-    }
-
-    /// The file at the path now, if it is `opened`.
-    fn at_path(&self, opened: &FileStat) -> Option<FileStat> {
-        sys::lstat(&self.path).ok().filter(|now| now.same_file(opened))
+        file_at(&self.path, locked).is_some()
     }
 
     /// The target's descriptor for an attempt, opened unless one is kept
@@ -197,7 +191,7 @@ impl Flock {
             self.unlocked(true);
             return Err(Error::Busy(Contention::Held(holder)));
         }
-        let Some(now) = self.at_path(opened) else {
+        let Some(now) = file_at(&self.path, opened) else {
             self.let_go(false);
             return if opened_now { Err(Error::Busy(Contention::Raced)) } else { Ok(false) };
         };
@@ -241,14 +235,17 @@ impl Flock {
     fn held_still_linked(&mut self) -> Result<bool, Error> {
         self.forget_inherited();
         let Some((_, locked)) = self.target.as_mut().filter(|_| self.held) else { return Err(Error::NotHeld) };
-        match sys::lstat(&self.path) {
-            Ok(now) if now.same_file(locked) => {
-                *locked = now;
-                Ok(true)
-            }
-            _ => Ok(false),
+        let now = file_at(&self.path, locked);
+        if let Some(now) = now {
+            *locked = now;
         }
+        Ok(now.is_some())
     }
+}
+
+/// The file at `path` now, if it is `opened`.
+fn file_at(path: &CPath, opened: &FileStat) -> Option<FileStat> {
+    sys::lstat(path).ok().filter(|now| now.same_file(opened))
 }
 
 /// The holder's record kept after the guard line, if there is one.
