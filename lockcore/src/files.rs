@@ -326,6 +326,15 @@ pub fn open_file_on_one_host(fd: &Fd) -> bool {
     sys::fs_type_of_open(fd).is_ok_and(is_of_one_host)
 }
 
+/// Whether the directory of the file at `path` is known not to be
+/// [`on_one_host`]: asked before a file that could not be used there is
+/// made, so that none is left behind. `false` where the directory cannot
+/// be looked at: the open that follows says why, and the check of the file
+/// opened ([`open_file_on_one_host`]) has the last word.
+pub fn known_not_on_one_host(path: &CPath) -> bool {
+    CPath::from_parts(&[path.parent()]).is_ok_and(|dir| sys::fs_type_of(&dir).is_ok_and(|kind| !is_of_one_host(kind)))
+}
+
 /// Whether a file system of this `statfs` type keeps its pages on one host.
 fn is_of_one_host(kind: i64) -> bool {
     const SHARED_WITH_OTHER_HOSTS: &[i64] = &[

@@ -278,8 +278,15 @@ impl GuardFile {
             Some((ref kept, ref opened)) if kept.is_reusable() => (kept, opened),
             _ => {
                 self.open = None;
+                let append_only = self.flags & libc::O_APPEND != 0;
+                if append_only && files::known_not_on_one_host(&self.path) {
+                    return Err(appends_not_kept());
+                }
                 let before = crate::kept::before_open();
                 let (fd, opened) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
+                if append_only && !files::open_file_on_one_host(&fd) {
+                    return Err(appends_not_kept());
+                }
                 let (kept, opened) = self.open.insert((KeptFd::keep(fd, before), opened));
                 (&*kept, &*opened)
             }
@@ -307,6 +314,19 @@ impl GuardFile {
             }
         }
     }
+}
+
+/// Why an append-only file is refused on a file system that is not
+/// [`files::on_one_host`]. It is rewritten in place with `O_APPEND` turned
+/// off for a moment (`fcntl(F_SETFL)`), which a FUSE file system never
+/// passes on to its server, whose own descriptor goes on appending: the
+/// rewrite lands at the end, and the cut that follows tears the log. Over
+/// NFS, appends from two hosts are not kept apart at all.
+fn appends_not_kept() -> Error {
+    Error::Unsupported(crate::error::Unsupported::Here(
+        "a toplock queue on a file system shared with other hosts or served from user space, \
+         which does not keep its appends and its rewrites in place apart",
+    ))
 }
 
 /// A file with its lock held; unlocked on drop.

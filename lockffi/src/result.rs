@@ -82,8 +82,10 @@ pub enum lock_result {
     /// The lock cannot do this: its scheme lacks the ability (break a
     /// `flock` lock, renew one that never expires, name the file of a lock
     /// that keeps none), answered before any file is touched; or this host
-    /// lacks what it needs (a `toplock` queue also written by processes of
-    /// another time namespace, whose times cannot be read here).
+    /// lacks what it needs (a `shm` or `toplock` lock on a file system
+    /// shared with other hosts or served from user space, such as NFS or
+    /// FUSE; a `shm` lock on overlayfs; a `toplock` queue also written by
+    /// processes of another time namespace, whose times cannot be read here).
     LOCK_ERR_UNSUPPORTED = 105,
     /// An output buffer is too small; nothing was written.
     LOCK_ERR_BUFFER_TOO_SMALL = 106,
