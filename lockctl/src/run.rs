@@ -8,7 +8,7 @@
 
 use std::ffi::OsString;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lockcore::{Ability, Acquired, Error, Lock, ReleaseOutcome, Spec};
 use lockstd::{Lapse, StartError, Watchdog};
@@ -160,13 +160,14 @@ pub fn run(args: Vec<OsString>) -> Result<u8, Failure> {
         return Err(Failure::usage("--autorenew renews a lock that has a ttl: give --ttl, or ttl= in the spec"));
     }
     let acquired = acquire(&mut lock, &spec, &options, &signals)?;
+    let acquired_at = Instant::now();
     if let Some(line) = took_over_line(&acquired, &options.label()).filter(|_| !options.quiet) {
         say(line);
     }
     // A flock lock's ttl is advisory: nobody can take it from a live
     // holder, so one run with --autorenew has nothing to report past it.
     let expiry_moot = options.quiet || (options.autorenew && !spec.scheme.breaks_stale_locks());
-    let release_then = |lock: &mut Lock, code| finish(lock, &options, &signals, code, expiry_moot);
+    let release_then = |lock: &mut Lock, code| finish(lock, &options, &signals, code, expiry_moot, acquired_at);
 
     let renewal = match renew(&lock, &options, &signals) {
         Ok(renewal) => renewal,
@@ -289,7 +290,16 @@ fn renew(lock: &Lock, options: &Options, signals: &Signals) -> Result<Option<Wat
 /// Releases the lock after the command and gives lockctl's status: the
 /// command's `code`, unless the lock was lost meanwhile or the release failed.
 /// `expiry_moot`: a release past the ttl goes without a warning.
-fn finish(lock: &mut Lock, options: &Options, signals: &Signals, code: u8, expiry_moot: bool) -> Result<u8, Failure> {
+/// `acquired_at`: when the lock was taken, to tell a lock that ran past its
+/// ttl from one broken before it.
+fn finish(
+    lock: &mut Lock,
+    options: &Options,
+    signals: &Signals,
+    code: u8,
+    expiry_moot: bool,
+    acquired_at: Instant,
+) -> Result<u8, Failure> {
     let released = lock.release(options.cooldown);
     let label = options.label();
     if let Some(signal) = signals.lost() {
@@ -311,13 +321,19 @@ fn finish(lock: &mut Lock, options: &Options, signals: &Signals, code: u8, expir
             ));
             Ok(code)
         }
-        Ok(ReleaseOutcome::Lost) => Err(Failure::new(
-            exit::TEMP_FAIL,
-            format!(
-                "lost '{label}' while the command ran: it ran past the ttl and someone else took the lock; \
-                 what the command did after the ttl was unprotected"
-            ),
-        )),
+        Ok(ReleaseOutcome::Lost) => {
+            // Lost before its ttl ran out (or with none): it was broken
+            // (`lockctl break`, an operator) or its file removed.
+            let ran_out = lock.spec().options.ttl.is_some_and(|ttl| acquired_at.elapsed() >= ttl);
+            let how = match ran_out {
+                true => "it ran past the ttl and someone else took the lock; what the command did after the ttl",
+                false => {
+                    "it was broken or its file removed, and someone else took the lock; what the command did after \
+                     that"
+                }
+            };
+            Err(Failure::new(exit::TEMP_FAIL, format!("lost '{label}' while the command ran: {how} was unprotected")))
+        }
         Err(error) => Err(Failure::lock("release", &options.spec, Some(lock), &error)),
     }
 }

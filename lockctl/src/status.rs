@@ -119,8 +119,9 @@ pub fn break_lock(args: Vec<OsString>) -> Result<u8, Failure> {
         Ok(true)
     })?;
     let mut lock = crate::open(&spec, None)?.1;
-    // Who held it, for the report; the break itself decides.
-    let before = lock.inspect().ok();
+    // Who held it, for the report only: the break itself decides, and has
+    // the command's whole patience for the lock's guard.
+    let before = lock.inspect_within(lockcore::TRY_PATIENCE).ok();
     let broken = lock.break_lock().map_err(|e| Failure::lock("break", &spec, Some(&lock), &e))?;
     if !quiet {
         let spec = exit::shown_spec(&spec);

@@ -93,24 +93,34 @@ fn status_of_a_held_lock_exits_1_and_names_the_holder_and_its_fence() {
 fn break_removes_a_held_lock_and_its_holder_learns_it_lost_the_lock() {
     let breakable: Vec<Scheme> = Scheme::ALL.iter().copied().filter(|&s| s != Scheme::Flock).collect();
     each_of("break", &breakable, |scheme, dir| {
-        let spec = dir.spec(scheme, "ttl=1h");
-        let holder = Holder::start(dir, &spec, &[]);
-        let out = lockctl_run(&["break", &spec]);
-        assert_eq!(out.code(), 0, "{out:?}");
-        assert!(out.stdout.starts_with(&format!("broke '{spec}', held by pid {}", holder.pid())), "{out:?}");
-        // Free now: another run takes it, with a greater fence.
-        let out = lockctl_run(&["run", "-n", &spec, "-c", "echo $LOCK_FENCE"]);
-        assert_eq!(out.code(), 0, "{out:?}");
-        assert!(out.stdout.trim().parse::<u64>().unwrap() > holder.fence);
-        // The holder's release finds its record gone: the run was unprotected.
-        let released = holder.release();
-        assert_eq!(released.code(), TEMP_FAIL, "{released:?}");
-        assert!(released.stderr.contains(&format!("lost '{spec}' while the command ran")), "{released:?}");
-
-        let out = lockctl_run(&["break", &spec]);
-        assert_eq!(out.code(), 0, "{out:?}");
-        assert_eq!(out.stdout, format!("'{spec}' was not held: nothing to break\n"));
+        // With a ttl far off, and with none: either way the lock was
+        // broken, not run past its ttl.
+        for query in ["ttl=1h", ""] {
+            broken_while_held(dir, &dir.spec(scheme, query));
+        }
     });
+}
+
+/// Breaks the lock `spec` while a `lockctl run` holds it: the holder's run
+/// ends with 75, told its lock was broken.
+fn broken_while_held(dir: &TestDir, spec: &str) {
+    let holder = Holder::start(dir, spec, &[]);
+    let out = lockctl_run(&["break", spec]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(out.stdout.starts_with(&format!("broke '{spec}', held by pid {}", holder.pid())), "{out:?}");
+    // Free now: another run takes it, with a greater fence.
+    let out = lockctl_run(&["run", "-n", spec, "-c", "echo $LOCK_FENCE"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(out.stdout.trim().parse::<u64>().unwrap() > holder.fence);
+    // The holder's release finds its record gone: the run was unprotected.
+    let released = holder.release();
+    assert_eq!(released.code(), TEMP_FAIL, "{released:?}");
+    let said = format!("lost '{spec}' while the command ran: it was broken or its file removed");
+    assert!(released.stderr.contains(&said), "{released:?}");
+
+    let out = lockctl_run(&["break", spec]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert_eq!(out.stdout, format!("'{spec}' was not held: nothing to break\n"));
 }
 
 /// The kernel's flock lock ends only with its holder.
