@@ -195,6 +195,12 @@ pub struct FileError {
     pub mode: Option<u32>,
 }
 
+/// What the kernel's `ENAMETOOLONG` means for a lock: a component longer
+/// than its file system's NAME_MAX (255 bytes on most), the lock's own name
+/// or one made from it (its guard, a helper beside it, up to 34 bytes more).
+const NAME_TOO_LONG: &str =
+    "a name made from the lock's (the lock, its guard or a helper beside it) is longer than the file system allows";
+
 impl FileError {
     /// The error of `problem` with `file`, with no errno, owner or mode.
     pub fn new(file: FileRole, problem: Problem) -> FileError {
@@ -213,9 +219,7 @@ impl FileError {
             // A directory where a file belongs (open for writing, unlink,
             // rename over it), or a socket where a file belongs (open).
             Errno::EISDIR | Errno::ENXIO => Problem::NotALock,
-            Errno::ENAMETOOLONG => {
-                return Error::Spec(SpecError::new(SpecErrorKind::PathTooLong, b"", "a lock path is too long"))
-            }
+            Errno::ENAMETOOLONG => return Error::Spec(SpecError::new(SpecErrorKind::PathTooLong, b"", NAME_TOO_LONG)),
             _ => Problem::Io,
         };
         let mut error = FileError { errno: Some(errno), ..FileError::new(file, problem) };

@@ -461,3 +461,21 @@ fn squatted_helper_names_stop_nothing_and_are_left_alone() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A lock whose name fits the file system but leaves no room for the names
+/// made from it (its guard, a helper beside it) is refused as a path too
+/// long, saying so, and leaves nothing behind.
+#[test]
+fn a_name_with_no_room_for_its_helpers_is_refused_as_too_long() {
+    each_file_scheme("long-name", |scheme, dir| {
+        let name = "n".repeat(250);
+        let spec = format!("{}:{}", scheme.name(), dir.join(&name).display());
+        let mut lock = open_lock(&spec);
+        let refused = lock.try_acquire().expect_err("a name with no room for its helpers");
+        assert!(matches!(&refused, Error::Spec(e) if e.kind == lockcore::SpecErrorKind::PathTooLong), "{refused:?}");
+        let told = lock.describe(&refused).to_string();
+        assert!(told.contains("longer than the file system allows"), "{spec}: {told}");
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "{spec}: left {left:?}");
+    });
+}

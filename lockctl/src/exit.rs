@@ -202,8 +202,17 @@ pub fn output(text: &str) -> Result<(), Failure> {
 }
 
 /// Prints `lockctl: <message>` on stderr, its control characters escaped.
+/// A stderr that cannot be written (a pipe whose reader has gone) loses the
+/// message and nothing else: the exit status still tells, and a watchdog
+/// thread that reports a lapse must go on renewing the lock.
 pub fn say(message: impl Display) {
-    eprintln!("lockctl: {}", visible(&message.to_string()));
+    say_line(&format!("lockctl: {}", visible(&message.to_string())));
+}
+
+/// Writes `line` and a newline on stderr, whatever becomes of the write.
+pub fn say_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// `text` with its control characters escaped (`\n`, `\u{1b}`). A path may

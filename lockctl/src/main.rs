@@ -88,7 +88,7 @@ fn main() -> ExitCode {
                 say(&failure.message);
             }
             if failure.usage {
-                eprintln!("Try 'lockctl --help'.");
+                exit::say_line("Try 'lockctl --help'.");
             }
             failure.code
         }

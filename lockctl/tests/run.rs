@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::process::Stdio;
+
 use common::*;
 
 #[test]
@@ -172,4 +174,35 @@ fn help_and_version_and_schemes_list_what_this_build_has() {
     let listed: Vec<&str> = schemes.stdout.lines().map(|line| line.split_whitespace().next().unwrap()).collect();
     let expected: Vec<&str> = Scheme::ALL.iter().map(|scheme| scheme.name()).collect();
     assert_eq!(listed, expected);
+}
+
+/// `lockctl` with its stderr a pipe that nobody reads any more (a cron
+/// job's mailer that died, `2>&1 | head -1`): its messages are lost, and
+/// nothing else. The status is the one it would have given, and a lock
+/// taken over from a dead holder, which it reports, still runs the command.
+#[test]
+fn a_stderr_that_nobody_reads_changes_no_status() {
+    let with_stderr_unread = |args: &[&str]| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = lockctl().args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(writer).status().unwrap();
+        status.code().unwrap_or_else(|| panic!("{args:?}: lockctl died of a signal: {status:?}"))
+    };
+    each_scheme("stderr-unread", |scheme, dir| {
+        let spec = dir.spec(scheme, "ttl=30s");
+        assert_eq!(with_stderr_unread(&["run"]), USAGE);
+        assert_eq!(with_stderr_unread(&["run", "nosuch:/tmp/x", "true"]), DATA);
+        let mut holder = Holder::start(dir, &spec, &[]);
+        assert_eq!(with_stderr_unread(&["run", "-n", &spec, "true"]), 1, "{spec}: held");
+        if scheme.breaks_stale_locks() {
+            send_signal(holder.pid(), libc::SIGKILL);
+            holder.child.wait().unwrap();
+            let ran = dir.join("ran");
+            let command = format!("touch {}", ran.display());
+            assert_eq!(with_stderr_unread(&["run", &spec, "-c", &command]), 0, "{spec}: taken over from the dead");
+            assert!(ran.exists(), "{spec}: the command did not run");
+        }
+        // Ends the holder's command, which outlives a killed lockctl.
+        holder.release();
+    });
 }

@@ -271,7 +271,7 @@ code_table! {
     LOCK_ERR_SPEC_BAD_VALUE: c"a lock spec option has a bad value", kind(ErrorKind::Spec(SpecErrorKind::BadValue));
     LOCK_ERR_SPEC_DUPLICATE_KEY: c"a lock spec option is given twice",
         kind(ErrorKind::Spec(SpecErrorKind::DuplicateKey));
-    LOCK_ERR_PATH_TOO_LONG: c"a lock path is longer than PATH_MAX", kind(ErrorKind::Spec(SpecErrorKind::PathTooLong));
+    LOCK_ERR_PATH_TOO_LONG: c"a lock path, or a name made from it, is too long", kind(ErrorKind::Spec(SpecErrorKind::PathTooLong));
     LOCK_ERR_SPEC_BAD_URL: c"the lock spec's network target is malformed", kind(ErrorKind::Spec(SpecErrorKind::BadUrl));
     LOCK_ERR_NOT_FOUND: c"a directory on the lock's path does not exist", kind(ErrorKind::NotFound);
     LOCK_ERR_PERMISSION: c"permission denied on the lock's path", kind(ErrorKind::PermissionDenied);
