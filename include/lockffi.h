@@ -582,9 +582,14 @@ lock_result lock_open(const char *spec, lock_handle **handle_out);
  * `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
  * `LOCK_ERR_PANIC`.
  *
+ * A lost callback of the handle's watchdog (`lock_autorenew`) that is
+ * running on the watchdog's thread is waited for, even one that stopped the
+ * watchdog itself; from the moment `lock_close` begins, the callback's
+ * calls on this handle answer `LOCK_ERR_HANDLE_IN_USE`.
+ *
  * # Safety
  * `handle` is NULL or came from `lock_open` and was not closed yet; no other
- * thread uses it during or after this call.
+ * thread uses it during or after this call, but that lost callback.
  */
 lock_result lock_close(lock_handle *handle);
 

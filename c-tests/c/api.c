@@ -1421,6 +1421,62 @@ static bool test_lost_callback_closes_own_handle(void) {
     return true;
 }
 
+/* lock_close made on another thread while the lost callback, which has
+ * stopped its own watchdog (its lock_prolong found the lock lost), waits in
+ * a call on the handle: the close waits for the callback to return before
+ * it frees the handle (memcheck and AddressSanitizer would see a use after
+ * the free). The callback's wait either ends by its deadline or, once the
+ * close has the handle, answers LOCK_ERR_HANDLE_IN_USE. */
+struct wait_on_lost {
+    lock_handle *h;
+    int prolonged; /* written by the watchdog's thread */
+    int acquired;
+    int returned;
+    int entered_w;
+};
+
+static void prolong_then_wait_on_own_handle(void *context) {
+    struct wait_on_lost *how = context;
+    __atomic_store_n(&how->prolonged, (int)lock_prolong(how->h, 0), __ATOMIC_SEQ_CST);
+    char byte = 'W';
+    if (write(how->entered_w, &byte, 1) != 1) return;
+    __atomic_store_n(&how->acquired, (int)lock_acquire(how->h, 300, NULL), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&how->returned, 1, __ATOMIC_SEQ_CST);
+}
+
+static bool test_close_waits_for_a_lost_callback_in_a_call(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "close-waits"));
+    SCHEME(s, "lease");
+    lock_handle *h = NULL, *thief = NULL;
+    OPEN(h, s, dir, "ttl=300ms");
+    OPEN(thief, s, dir, NULL);
+    int entered[2];
+    CHECK(pipe(entered) == 0);
+    struct wait_on_lost how = {h, -1, -1, 0, entered[1]};
+    CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
+    CHECK_RC(lock_autorenew(h, prolong_then_wait_on_own_handle, &how), LOCK_OK);
+    bool was_held = false;
+    CHECK_RC(lock_break(thief, &was_held), LOCK_OK);
+    CHECK_RC(lock_try_acquire(thief, NULL), LOCK_OK);
+    char byte;
+    CHECK(read_exact(entered[0], &byte, 1)); /* the callback has stopped its watchdog */
+    int prolonged = __atomic_load_n(&how.prolonged, __ATOMIC_SEQ_CST);
+    CHECK_MSG(prolonged == LOCK_LOST, "lock_prolong from the lost callback returned %d %s", prolonged,
+              rc_name(prolonged));
+    CHECK_RC(lock_close(h), LOCK_OK);
+    CHECK_MSG(__atomic_load_n(&how.returned, __ATOMIC_SEQ_CST) == 1,
+              "lock_close returned while the lost callback was still in a call on the handle");
+    int acquired = __atomic_load_n(&how.acquired, __ATOMIC_SEQ_CST);
+    CHECK_MSG(acquired == LOCK_TIMEOUT || acquired == LOCK_ERR_HANDLE_IN_USE,
+              "the callback's lock_acquire, raced by lock_close, returned %d %s", acquired, rc_name(acquired));
+    CHECK_RC(lock_release(thief, 0), LOCK_OK);
+    CLOSE(thief);
+    close(entered[0]);
+    close(entered[1]);
+    return true;
+}
+
 /* fork() while a watchdog runs: the child has the handle, not the thread.
  * Closing the inherited handle must touch nothing of that thread (not its
  * state's mutex, not its id): glibc gives the id to the child's next
@@ -1657,6 +1713,7 @@ static const struct test_case CASES[] = {
     {"test_exit_while_lost_callback_releases", test_exit_while_lost_callback_releases},
     {"test_lost_callback_stops_own_watchdog", test_lost_callback_stops_own_watchdog},
     {"test_lost_callback_closes_own_handle", test_lost_callback_closes_own_handle},
+    {"test_close_waits_for_a_lost_callback_in_a_call", test_close_waits_for_a_lost_callback_in_a_call},
     {"test_fork_child_closes_renewed_handle", test_fork_child_closes_renewed_handle},
     {"test_fork_while_another_thread_calls", test_fork_while_another_thread_calls},
     {"test_killed_holder", test_killed_holder},

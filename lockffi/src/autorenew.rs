@@ -83,6 +83,7 @@ pub unsafe extern "C" fn lock_autorenew(
 ) -> lock_result {
     ffi_export!(lock_autorenew, claim(handle), |claimed| {
         let lost = lost.map(|callback| LostCallback { callback, context });
+        let gate = claimed.lost_callback();
         // The C callback hears of a lost lock only: an expired one is held
         // again, and goes on being renewed.
         let on_lapse = move |lapse| {
@@ -90,7 +91,7 @@ pub unsafe extern "C" fn lock_autorenew(
                 // SAFETY: lock_autorenew's contract: the callback may be
                 // called from the watchdog's thread with its context, once:
                 // the watchdog stops after a lost lock.
-                unsafe { (lost.callback)(lost.context) };
+                gate.run(|| unsafe { (lost.callback)(lost.context) });
             }
         };
         // The new thread first: a call that fails, here too, leaves a

@@ -93,8 +93,13 @@ macro_rules! ffi_export {
             $crate::boundary::call(stringify!($name), || {
                 // SAFETY: by the export's contract the pointer came from
                 // Box::into_raw in lock_open and is given back exactly once,
-                // here, with no other thread using it.
-                let $owned = unsafe { Box::from_raw($handle) };
+                // here; once `quiesce` has returned no other thread (the
+                // watchdog's lost callback, which may be in a call on it) is
+                // inside it, and none can get in.
+                let $owned = unsafe {
+                    (*$handle).quiesce();
+                    Box::from_raw($handle)
+                };
                 $body
             })
         }

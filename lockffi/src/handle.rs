@@ -3,8 +3,8 @@
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use lockcore::Lock;
 use lockstd::at_exit::{self, ReleaseAtExit};
@@ -78,7 +78,65 @@ pub struct lock_handle {
     in_use: AtomicBool,
     pub(crate) warning: UnsafeCell<Option<Warning>>,
     pub(crate) cancel: UnsafeCell<Option<Cancel>>,
+    /// Whether the watchdog's lost callback is running.
+    lost_callback: Arc<CallbackGate>,
+    /// The process that made the handle: in a child of fork() no thread is
+    /// left inside it, whatever `in_use` and `lost_callback` say.
+    made_by: Process,
 }
+
+/// A process, told from its children of fork(): its incarnation (see
+/// `lockcore::process_incarnation`) and its pid, which stands in where no
+/// incarnation can be had.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Process(Option<u64>, i32);
+
+impl Process {
+    fn this() -> Process {
+        // SAFETY: getpid has no preconditions and cannot fail.
+        Process(lockcore::process_incarnation(), unsafe { libc::getpid() })
+    }
+}
+
+/// Whether the watchdog's lost callback is running, and on which thread.
+/// `lock_close` made on another thread waits for it to return: the callback
+/// may make calls on the handle, and once it has stopped the watchdog
+/// itself (its `lock_prolong` or `lock_release` found the lock lost), no
+/// join of the watchdog's thread waits for it any more.
+pub(crate) struct CallbackGate {
+    running_on: Mutex<Option<libc::pthread_t>>,
+    returned: Condvar,
+}
+
+impl CallbackGate {
+    fn new() -> CallbackGate {
+        CallbackGate { running_on: Mutex::new(None), returned: Condvar::new() }
+    }
+
+    /// Runs `callback` on this thread, marked as running.
+    pub(crate) fn run(&self, callback: impl FnOnce()) {
+        // SAFETY: pthread_self has no preconditions and cannot fail.
+        *self.running_on.lock().unwrap_or_else(PoisonError::into_inner) = Some(unsafe { libc::pthread_self() });
+        callback();
+        *self.running_on.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.returned.notify_all();
+    }
+
+    /// Waits until the callback is not running, unless it runs on this very
+    /// thread (it is closing its own handle).
+    fn wait_unless_inside(&self) {
+        // SAFETY: pthread_self has no preconditions and cannot fail.
+        let me = unsafe { libc::pthread_self() };
+        let mut running_on = self.running_on.lock().unwrap_or_else(PoisonError::into_inner);
+        while running_on.is_some_and(|thread| thread != me) {
+            running_on = self.returned.wait(running_on).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// How long `lock_close` sleeps between looks while another thread is in a
+/// call on the handle (a lost callback's): that call ends by its deadline.
+const CLOSE_WAITS_FOR_A_CALL: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Copy)]
 pub(crate) struct Warning {
@@ -103,6 +161,23 @@ impl lock_handle {
             in_use: AtomicBool::new(false),
             warning: UnsafeCell::new(None),
             cancel: UnsafeCell::new(None),
+            lost_callback: Arc::new(CallbackGate::new()),
+            made_by: Process::this(),
+        }
+    }
+
+    /// Waits until no other thread is in a call on the handle, and claims it
+    /// for good: what `lock_close` does first, before anything of the handle
+    /// is touched, so that a lost callback running on the watchdog's thread
+    /// is never inside the handle as it is freed (its calls answer
+    /// `LOCK_ERR_HANDLE_IN_USE` from here on). In a child of fork() nothing
+    /// is waited for: the threads that were in calls were not copied.
+    pub fn quiesce(&self) {
+        if self.made_by != Process::this() {
+            return;
+        }
+        while self.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            std::thread::sleep(CLOSE_WAITS_FOR_A_CALL);
         }
     }
 
@@ -119,6 +194,10 @@ impl lock_handle {
         // it.
         drop(this.at_exit.get_mut().take());
         drop(this.watchdog.get_mut().take());
+        // A callback that stopped its own watchdog is not joined above.
+        if this.made_by == Process::this() {
+            this.lost_callback.wait_unless_inside();
+        }
         let lock = this.lock.get_mut();
         if lock.held_here().is_err() {
             return Ok(lock_result::LOCK_OK);
@@ -164,6 +243,11 @@ impl Claimed<'_> {
     pub(crate) fn cancel(&mut self) -> &mut Option<Cancel> {
         // SAFETY: exclusive for the same reason as `lock`.
         unsafe { &mut *self.handle.cancel.get() }
+    }
+
+    /// Marks the watchdog's lost callback as running (see [`CallbackGate`]).
+    pub(crate) fn lost_callback(&self) -> Arc<CallbackGate> {
+        Arc::clone(&self.handle.lost_callback)
     }
 
     pub(crate) fn watchdog(&mut self) -> &mut Option<Watchdog> {

@@ -100,9 +100,14 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
 /// `LOCK_ERR_SERVER_FOREIGN_KEYS`, `LOCK_ERR_SERVER_PROTOCOL`,
 /// `LOCK_ERR_PANIC`.
 ///
+/// A lost callback of the handle's watchdog (`lock_autorenew`) that is
+/// running on the watchdog's thread is waited for, even one that stopped the
+/// watchdog itself; from the moment `lock_close` begins, the callback's
+/// calls on this handle answer `LOCK_ERR_HANDLE_IN_USE`.
+///
 /// # Safety
 /// `handle` is NULL or came from `lock_open` and was not closed yet; no other
-/// thread uses it during or after this call.
+/// thread uses it during or after this call, but that lost callback.
 #[no_mangle]
 pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) -> lock_result {
     ffi_export!(lock_close, take(handle), |owned| { owned.close() })
