@@ -20,8 +20,8 @@ use crate::exit::Failure;
 pub const FORWARDED: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
 /// `si_code` of a signal the kernel sent itself: the terminal's SIGINT
-/// (Ctrl-C) and SIGHUP go to its whole foreground process group, so the
-/// command, which is in lockctl's group, has had its own copy.
+/// (Ctrl-C) and SIGHUP go to its whole foreground process group, so a
+/// command still in lockctl's group has had its own copy.
 const SENT_BY_THE_KERNEL: libc::c_int = 0x80;
 
 /// The signals taken, and the command they go to.
@@ -39,6 +39,16 @@ struct State {
     /// The signal the command is to get because the lock was lost; set
     /// once the loss is known.
     lost: Option<libc::c_int>,
+}
+
+/// Whether process `pid` is in lockctl's process group, where a signal the
+/// terminal sends to its foreground group reaches it as it reaches lockctl.
+/// A command that left the group (`setsid`, a shell's job control) gets
+/// none of those, and lockctl passes them on.
+fn in_our_process_group(pid: libc::pid_t) -> bool {
+    // SAFETY: getpgid and getpgrp have no memory preconditions; getpgid of a
+    // process in another session may fail, which counts as another group.
+    unsafe { libc::getpgid(pid) == libc::getpgrp() }
 }
 
 /// What became of a request to start the command.
@@ -89,7 +99,7 @@ impl Signals {
             }
             let mut state = self.state();
             match state.child {
-                Some(pid) if info.si_code != SENT_BY_THE_KERNEL => send(pid, signal),
+                Some(pid) if info.si_code != SENT_BY_THE_KERNEL || !in_our_process_group(pid) => send(pid, signal),
                 Some(_) => {}
                 None => state.received = Some(signal),
             }

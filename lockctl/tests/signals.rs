@@ -138,3 +138,78 @@ fn a_lock_taken_over_from_nobody_unsets_an_inherited_took_over() {
         assert_eq!((out.code(), out.stdout.as_str()), (0, "unset\n"), "{out:?}");
     });
 }
+
+/// Ctrl-C typed at lockctl's terminal: the terminal sends SIGINT to its
+/// whole foreground process group, lockctl's. A command still in that group
+/// has its own copy, and is not sent another (its trap sees one); a command
+/// that left the group (`setsid`) gets none from the terminal, and lockctl
+/// passes it on. Run on a pseudo-terminal whose session lockctl leads.
+#[test]
+fn ctrl_c_at_the_terminal_reaches_the_command_once_wherever_its_process_group() {
+    each_scheme("ctrl-c", |scheme, dir| {
+        let spec = dir.spec(scheme, "");
+        // In lockctl's group: the trap counts the SIGINTs it gets.
+        let (got, ready) = (dir.join("got-own-group"), dir.join("ready-own-group"));
+        let counting =
+            r#"trap 'echo INT >> "$1"' INT; : > "$2"; while [ ! -s "$1" ]; do sleep 0.01; done; sleep 0.2; exit 3"#;
+        let out = at_a_terminal_type_ctrl_c(&["run", &spec, "--", "sh", "-c", counting, "sh"], &got, &ready);
+        assert_eq!(out.code(), Some(3), "{spec}: the command's own status: {out:?}");
+        assert_eq!(std::fs::read_to_string(&got).unwrap(), "INT\n", "{spec}: one SIGINT, not two");
+        // In a session of its own: only lockctl can tell it.
+        let (got, ready) = (dir.join("got-own-session"), dir.join("ready-own-session"));
+        let leaving = r#": > "$2"; exec setsid sleep 1000"#;
+        let out = at_a_terminal_type_ctrl_c(&["run", &spec, "--", "sh", "-c", leaving, "sh"], &got, &ready);
+        assert_eq!(
+            out.code(),
+            Some(128 + libc::SIGINT),
+            "{spec}: the command died of the SIGINT lockctl sent: {out:?}"
+        );
+        assert_eq!(lockctl_run(&["run", "-n", &spec, "true"]).code(), 0, "{spec}: released");
+    });
+}
+
+/// Runs lockctl with `args` and then `got ready` as the command's last
+/// arguments, in a session of its own whose controlling terminal is a new
+/// pseudo-terminal; once the command has made `ready`, types Ctrl-C there.
+fn at_a_terminal_type_ctrl_c(
+    args: &[&str],
+    got: &std::path::Path,
+    ready: &std::path::Path,
+) -> std::process::ExitStatus {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors through the valid pointers and
+    // reads no name, termios or window size (all NULL).
+    let rc =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty made both descriptors, and nothing else owns them.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let terminal = slave.try_clone().unwrap();
+    let mut command = lockctl();
+    command.args(args).args([got, ready]);
+    command.stdin(Stdio::from(slave.try_clone().unwrap()));
+    command.stdout(Stdio::from(slave.try_clone().unwrap())).stderr(Stdio::from(slave));
+    let terminal_fd = std::os::fd::AsRawFd::as_raw_fd(&terminal);
+    // SAFETY: between fork and exec the closure calls only setsid and
+    // ioctl, which are async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 || libc::ioctl(terminal_fd, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    drop(terminal);
+    // What lockctl writes to the terminal is read and dropped, so that no
+    // write of its blocks.
+    let mut reader = std::fs::File::from(master.try_clone().unwrap());
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    wait_until("the command to run", || ready.exists() || child.try_wait().unwrap().is_some());
+    let mut typing = std::fs::File::from(master);
+    std::io::Write::write_all(&mut typing, b"\x03").unwrap();
+    wait_exit(&mut child)
+}
