@@ -913,7 +913,8 @@ lock_result lock_set_cancel(lock_handle *handle, lock_cancel_fn callback, void *
  * `LOCK_ERR_BUFFER_TOO_SMALL` if `buf_len` cannot hold it and its
  * terminator: nothing is written to `buf`, and, as with `snprintf`,
  * `*len_out` receives the length needed (less the terminator), the one
- * output written on failure. `LOCK_ERR_UNSUPPORTED` for a lock that keeps
+ * output written on failure; `buf` may then be NULL, with `buf_len` 0,
+ * to learn the length before allocating. `LOCK_ERR_UNSUPPORTED` for a lock that keeps
  * no file of this host (a network lock), whose spec names a server and a key.
  *
  * Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
@@ -921,8 +922,8 @@ lock_result lock_set_cancel(lock_handle *handle, lock_cancel_fn callback, void *
  * `LOCK_ERR_BUFFER_TOO_SMALL`, `LOCK_ERR_PANIC`.
  *
  * # Safety
- * `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes;
- * `len_out` is NULL or valid for one write.
+ * `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes
+ * (NULL only with `buf_len` 0); `len_out` is NULL or valid for one write.
  */
 lock_result lock_path(lock_handle *handle, char *buf, size_t buf_len, size_t *len_out);
 

@@ -733,6 +733,11 @@ static bool path_of_lock(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_path(h, buf, 0, &needed), LOCK_ERR_BUFFER_TOO_SMALL);
     CHECK_MSG(needed == len, "len_out is %zu for a zero-length buffer; the path needs %zu", needed, len);
     CHECK_RC(lock_path(h, buf, 0, NULL), LOCK_ERR_BUFFER_TOO_SMALL);
+    /* and with no buffer at all, as snprintf(NULL, 0, ...) */
+    needed = 777;
+    CHECK_RC(lock_path(h, NULL, 0, &needed), LOCK_ERR_BUFFER_TOO_SMALL);
+    CHECK_MSG(needed == len, "len_out is %zu for no buffer; the path needs %zu", needed, len);
+    CHECK_RC(lock_path(h, NULL, 1, &needed), LOCK_ERR_NULL_ARGUMENT);
     char *exact = malloc(needed + 1);
     CHECK(exact != NULL);
     size_t got = 0;

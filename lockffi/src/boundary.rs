@@ -88,6 +88,8 @@ macro_rules! ffi_export {
     };
     ($name:ident, take($handle:ident), |$owned:ident| $body:block $(,)?) => {
         if $handle.is_null() {
+            // A call that succeeds leaves no message behind, this one too.
+            $crate::boundary::clear_message();
             $crate::result::lock_result::LOCK_OK
         } else {
             $crate::boundary::call(stringify!($name), || {
@@ -281,7 +283,7 @@ thread_local! {
 // and `with` would then panic outside `call`'s catch_unwind, aborting the
 // process. Without its local the thread simply has no message.
 
-fn clear_message() {
+pub(crate) fn clear_message() {
     let _ = LAST_MESSAGE.try_with(|m| m.borrow_mut().clear());
 }
 

@@ -180,7 +180,8 @@ pub unsafe extern "C" fn lock_set_cancel(
 /// `LOCK_ERR_BUFFER_TOO_SMALL` if `buf_len` cannot hold it and its
 /// terminator: nothing is written to `buf`, and, as with `snprintf`,
 /// `*len_out` receives the length needed (less the terminator), the one
-/// output written on failure. `LOCK_ERR_UNSUPPORTED` for a lock that keeps
+/// output written on failure; `buf` may then be NULL, with `buf_len` 0,
+/// to learn the length before allocating. `LOCK_ERR_UNSUPPORTED` for a lock that keeps
 /// no file of this host (a network lock), whose spec names a server and a key.
 ///
 /// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_FORKED`,
@@ -188,8 +189,8 @@ pub unsafe extern "C" fn lock_set_cancel(
 /// `LOCK_ERR_BUFFER_TOO_SMALL`, `LOCK_ERR_PANIC`.
 ///
 /// # Safety
-/// `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes;
-/// `len_out` is NULL or valid for one write.
+/// `handle` is NULL or a live handle; `buf` is valid for `buf_len` bytes
+/// (NULL only with `buf_len` 0); `len_out` is NULL or valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn lock_path(
     handle: *mut lock_handle,
@@ -197,7 +198,10 @@ pub unsafe extern "C" fn lock_path(
     buf_len: usize,
     len_out: *mut usize,
 ) -> lock_result {
-    ffi_export!(lock_path, claim(handle), required(buf), |claimed| {
+    ffi_export!(lock_path, claim(handle), |claimed| {
+        if buf.is_null() && buf_len > 0 {
+            return Err(Failure::Null("buf"));
+        }
         let lock = claimed.lock();
         let path = lock.path().at(lock)?.as_bytes();
         write_optional(len_out, path.len());

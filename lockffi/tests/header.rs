@@ -359,7 +359,8 @@ fn the_codes_the_calls_answer_are_in_their_lists() {
             check("lock_acquire", lock_acquire(other, 0, null_mut()), &[LOCK_TIMEOUT]);
             check("lock_acquire", lock_acquire(holder, 0, null_mut()), &[LOCK_ERR_ALREADY_HELD]);
             check("lock_path", lock_path(holder, path.as_mut_ptr(), 1, &mut path_len), &[LOCK_ERR_BUFFER_TOO_SMALL]);
-            check("lock_path", lock_path(holder, null_mut(), 0, null_mut()), &[LOCK_ERR_NULL_ARGUMENT]);
+            check("lock_path", lock_path(holder, null_mut(), 0, null_mut()), &[LOCK_ERR_BUFFER_TOO_SMALL]);
+            check("lock_path", lock_path(holder, null_mut(), 1, null_mut()), &[LOCK_ERR_NULL_ARGUMENT]);
             check("lock_path", lock_path(holder, path.as_mut_ptr(), path.len(), null_mut()), &[LOCK_OK]);
             check("lock_inspect", lock_inspect(holder, null_mut()), &[LOCK_ERR_NULL_ARGUMENT]);
             check("lock_inspect", lock_inspect(other, info.as_mut_ptr()), &[LOCK_OK]);
