@@ -421,6 +421,13 @@ static bool test_refused_release_keeps_renewal(void) {
     CHECK_RC(lock_try_acquire(h, &fence), LOCK_OK);
     CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
     CHECK_RC(lock_release(h, UINT64_MAX), LOCK_ERR_INVALID_ARGUMENT);
+    /* the message names the lock, the argument and the limit */
+    char message[1024], lock_path_buf[HARNESS_PATH_MAX];
+    lock_last_error_message(message, sizeof message);
+    CHECK_RC(lock_path(h, lock_path_buf, sizeof lock_path_buf, NULL), LOCK_OK);
+    CHECK_MSG(strstr(message, lock_path_buf) != NULL && strstr(message, "cooldown_ms") != NULL &&
+                  strstr(message, "100 years") != NULL,
+              "the refusal says \"%s\"", message);
     return still_renewed_then_closed(h, other, fence, "refused");
 }
 

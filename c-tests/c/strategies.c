@@ -279,12 +279,18 @@ static bool autorenew_refusals(const struct strategy *s, const char *dir) {
 
     CHECK_RC(lock_try_acquire(untimed, NULL), LOCK_OK);
     CHECK_RC(lock_autorenew(untimed, on_lost, NULL), LOCK_ERR_UNSUPPORTED); /* nothing expires */
+    char message[1024];
+    lock_last_error_message(message, sizeof message);
+    CHECK_MSG(strstr(message, "without a ttl") != NULL && strstr(message, dir) != NULL,
+              "the refusal of a lock without a ttl says \"%s\"", message);
     CHECK_RC(lock_release(untimed, 0), LOCK_OK);
 
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     if (s->ttl_is_advisory) {
         /* the kernel holds a flock until release: nothing to renew */
         CHECK_RC(lock_autorenew(h, on_lost, NULL), LOCK_ERR_UNSUPPORTED);
+        lock_last_error_message(message, sizeof message);
+        CHECK_MSG(strstr(message, "held by the kernel") != NULL, "the refusal of a flock lock says \"%s\"", message);
     } else {
         CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK); /* without a callback */
         CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK); /* again: replaces the running one */

@@ -143,7 +143,7 @@ pub unsafe extern "C" fn lock_acquire(handle: *mut lock_handle, timeout_ms: u64,
 #[no_mangle]
 pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64) -> lock_result {
     ffi_export!(lock_release, claim(handle), |claimed| {
-        let cooldown = duration_arg(cooldown_ms)?;
+        let cooldown = duration_arg(claimed.lock(), "cooldown_ms", cooldown_ms)?;
         // No renewal may run during or after the release; but the watchdog is
         // only paused until the release is known to have happened: one that
         // fails with an error leaves the lock held, to be renewed as before.
@@ -194,7 +194,7 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
 #[no_mangle]
 pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> lock_result {
     ffi_export!(lock_prolong, claim(handle), |claimed| {
-        let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(ttl_ms)?) };
+        let ttl = if ttl_ms == 0 { None } else { Some(duration_arg(claimed.lock(), "ttl_ms", ttl_ms)?) };
         let outcome = {
             let result = claimed.lock().prolong(ttl);
             result.at(claimed.lock())?

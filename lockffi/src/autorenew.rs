@@ -3,6 +3,7 @@
 
 use std::ffi::c_void;
 
+use lockcore::Lock;
 use lockstd::{Lapse, StartError, Watchdog};
 
 use crate::boundary::{ffi_export, Failure};
@@ -25,11 +26,20 @@ struct LostCallback {
 // callback and its context being usable from the watchdog thread.
 unsafe impl Send for LostCallback {}
 
-/// Why a watchdog could not start, as a failure of `lock_autorenew`.
-fn not_started(error: StartError) -> Failure {
+/// Why a watchdog could not start for `lock`, as a failure of
+/// `lock_autorenew`, whose message names the lock and the cause.
+fn not_started(lock: &Lock, error: StartError) -> Failure {
+    let said = |code, why: &str| Failure::Located { code, errno: None, text: format!("{}: {why}", lock.name()) };
     match error {
-        StartError::NotHeld => Failure::Code(lock_result::LOCK_ERR_NOT_HELD),
-        StartError::NeverExpires => Failure::Code(lock_result::LOCK_ERR_UNSUPPORTED),
+        StartError::NotHeld => said(lock_result::LOCK_ERR_NOT_HELD, "the lock is not held by this handle"),
+        StartError::NeverExpires if lock.spec().options.ttl.is_none() => said(
+            lock_result::LOCK_ERR_UNSUPPORTED,
+            "a lock without a ttl never expires: there is nothing to renew (give the spec a ttl)",
+        ),
+        StartError::NeverExpires => said(
+            lock_result::LOCK_ERR_UNSUPPORTED,
+            "a flock lock is held by the kernel until it is released: there is nothing to renew",
+        ),
         StartError::Lock(error) => Failure::Core(error),
         // A thread that could not be made: `LOCK_ERR_SYSTEM`, with its errno.
         StartError::Thread(error) => {
@@ -97,7 +107,7 @@ pub unsafe extern "C" fn lock_autorenew(
         // The new thread first: a call that fails, here too, leaves a
         // running watchdog running. Then the old one stops (and is waited
         // for) before the new one renews, so the two never overlap.
-        let watchdog = Watchdog::paused(claimed.lock(), on_lapse).map_err(not_started)?;
+        let watchdog = Watchdog::paused(claimed.lock(), on_lapse).map_err(|e| not_started(claimed.lock(), e))?;
         drop(claimed.watchdog().replace(watchdog));
         if let Some(watchdog) = claimed.watchdog() {
             watchdog.resume();

@@ -328,11 +328,16 @@ pub fn copy_last_message(buf: *mut libc::c_char, len: usize) -> usize {
 /// `ttl` (a longer one is a mistake, and keeps time sums far from overflow).
 const LONGEST_DURATION_MS: u64 = 100 * 365 * 86_400_000;
 
-/// A TTL or cooldown argument, refused with `LOCK_ERR_INVALID_ARGUMENT`
-/// beyond 100 years.
-pub fn duration_arg(ms: u64) -> Result<Duration, Failure> {
+/// The argument `name`, a TTL or cooldown of `ms` milliseconds for `lock`,
+/// refused with `LOCK_ERR_INVALID_ARGUMENT` beyond 100 years, with a message
+/// that names the lock, the argument and the limit.
+pub fn duration_arg(lock: &Lock, name: &str, ms: u64) -> Result<Duration, Failure> {
     if ms > LONGEST_DURATION_MS {
-        return Err(Failure::Code(lock_result::LOCK_ERR_INVALID_ARGUMENT));
+        return Err(Failure::Located {
+            code: lock_result::LOCK_ERR_INVALID_ARGUMENT,
+            errno: None,
+            text: format!("{}: {name} of {ms} ms is longer than 100 years, the longest a call takes", lock.name()),
+        });
     }
     Ok(Duration::from_millis(ms))
 }
