@@ -11,10 +11,13 @@
 
 mod common;
 
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::process::Command;
 use std::time::Duration;
 
 use common::*;
+use lockcore::internals::COMPACT_AT;
 use lockcore::ErrorKind;
 
 #[test]
@@ -127,6 +130,38 @@ fn a_contender_in_another_time_namespace_does_not_break_a_live_holder() {
     let wrapper = ["unshare", "--time", "--boottime", "7200"];
     a_contender_in("timens", &wrapper, "ttl=1h", &[Scheme::Toplock]);
     a_contender_in("timens-stale-none", &wrapper, "ttl=1h&stale=none", &[Scheme::Toplock]);
+}
+
+/// A `toplock` queue compacted while it is held: its header must still name
+/// the kernel's boot, or a contender on another clock of this boot (another
+/// time namespace) takes the queue for one of an earlier boot, starts it
+/// afresh and takes the lock under its live holder.
+#[test]
+fn a_compacted_toplock_queue_is_still_refused_from_another_time_namespace() {
+    let wrapper = ["unshare", "--time", "--boottime", "7200"];
+    if !unshare_works(&wrapper[1..]) {
+        eprintln!("skipped: `{}` does not run here (it needs root and the namespace)", wrapper.join(" "));
+        return;
+    }
+    let dir = TestDir::new("timens-compacted");
+    let queue = dir.join("queue");
+    let spec = format!("toplock:{}?ttl=1h", queue.display());
+    let mut holder = open_lock(&spec);
+    holder.try_acquire().unwrap();
+    // Releases of requests never made: no-ops in the replay that grow the
+    // log as the traffic of others does, until the next read compacts it.
+    let filler: String = (1..=COMPACT_AT / 39 + 1).map(|n| format!("D {n:032x} 0 0\n")).collect();
+    OpenOptions::new().append(true).open(&queue).unwrap().write_all(filler.as_bytes()).unwrap();
+    open_lock(&spec).inspect().unwrap();
+    let compacted = std::fs::read_to_string(&queue).unwrap();
+    assert!(compacted.len() < COMPACT_AT, "the read compacted the log: {} bytes", compacted.len());
+    let status = child_command(&wrapper, "contend", &[("SPEC", spec.clone())]).status().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(REFUSED),
+        "{spec}: the contender in another time namespace, after a compaction: {status}"
+    );
+    assert_eq!(holder.release(Duration::ZERO), Ok(lockcore::ReleaseOutcome::Released), "the holder kept its lock");
 }
 
 /// A live holder of the section word of a `shm` page (this process, as a

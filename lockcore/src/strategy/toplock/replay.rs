@@ -448,7 +448,10 @@ impl Replay {
     /// Hands `emit` the compacted log of `bytes`, piece by piece: the header
     /// with the replay state, then each pending request's own `R` line and,
     /// for the head, its grant with its fence. One description serves both
-    /// writing it and measuring it.
+    /// writing it and measuring it. The header keeps both boots it names:
+    /// the kernel's is what tells a process on another clock of this boot
+    /// (another time namespace) from one of a later boot, which alone may
+    /// start the queue afresh.
     pub fn compacted<E>(&self, bytes: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
         let pending = || self.requests[..self.count].iter().filter(|r| !r.done());
         let head = pending().next();
@@ -456,7 +459,6 @@ impl Replay {
         // just below the head's own, so that the grant gets that fence back.
         let granted_head = head.filter(|r| r.grant != Grant::No);
         let header = Header {
-            kernel_boot: None,
             last_fence: granted_head.map_or(self.header.last_fence, |r| r.fence.saturating_sub(1)),
             head_since: head.map(|r| r.since),
             ..self.header
