@@ -164,6 +164,34 @@ fn a_compacted_toplock_queue_is_still_refused_from_another_time_namespace() {
     assert_eq!(holder.release(Duration::ZERO), Ok(lockcore::ReleaseOutcome::Released), "the holder kept its lock");
 }
 
+/// A contender that cannot read the boot id (a chroot or a sandbox without
+/// `/proc`) can tell neither a queue of an earlier boot from one in use
+/// on another clock, nor write a header that lets others tell: it is
+/// refused before it touches the queue, neither starting a held queue
+/// afresh nor making one.
+#[test]
+fn a_toplock_contender_without_proc_neither_takes_nor_makes_a_queue() {
+    let wrapper = ["unshare", "--mount", "sh", "-c", "mount -t tmpfs none /proc && exec \"$@\"", "sh"];
+    if !unshare_works(&wrapper[1..]) {
+        eprintln!("skipped: `{}` does not run here (it needs root and a mount namespace)", wrapper.join(" "));
+        return;
+    }
+    let dir = TestDir::new("no-proc");
+    let queue = dir.join("queue");
+    let spec = format!("toplock:{}?ttl=1h", queue.display());
+    let contend = || child_command(&wrapper, "contend", &[("SPEC", spec.clone())]).status().unwrap();
+    let status = contend();
+    assert_eq!(status.code(), Some(REFUSED), "{spec}: a contender without /proc and no queue yet: {status}");
+    assert!(!queue.exists(), "{spec}: a contender without /proc made a queue");
+    let mut holder = open_lock(&spec);
+    holder.try_acquire().unwrap();
+    let before = std::fs::read(&queue).unwrap();
+    let status = contend();
+    assert_eq!(status.code(), Some(REFUSED), "{spec}: a contender without /proc while the queue is held: {status}");
+    assert_eq!(std::fs::read(&queue).unwrap(), before, "{spec}: a contender without /proc wrote the queue");
+    assert_eq!(holder.release(Duration::ZERO), Ok(lockcore::ReleaseOutcome::Released), "the holder kept its lock");
+}
+
 /// A live holder of the section word of a `shm` page (this process, as a
 /// process stopped in the middle of a change would hold it), whose pid
 /// means nothing in a child pid namespace. A process there must not take

@@ -562,8 +562,8 @@ fn write_private(path: &Path, content: String) {
 
 /// A queue written on an earlier boot names only processes that are gone:
 /// the first process of this boot starts it afresh, keeping its last
-/// fence, whether it holds only its header (as short as a new one, or
-/// shorter) or a holder and waiters of that boot.
+/// fence, whether it holds only its header or a holder and waiters of that
+/// boot.
 #[test]
 fn a_queue_of_an_earlier_boot_is_started_afresh() {
     let other = "0123456789abcdef0123456789abcdef";
@@ -574,7 +574,6 @@ fn a_queue_of_an_earlier_boot_is_started_afresh() {
     );
     for (label, content) in [
         ("header", format!("H 4 {other} {other} 0 0 0 41 -\n")),
-        ("short header", "H 4 - - 0 0 0 41 -\n".to_owned()),
         ("holder and waiter", format!("H 4 {other} {other} 0 0 0 40 -\n{pending}")),
     ] {
         let dir = TestDir::new("toplock-earlier-boot");
@@ -588,4 +587,51 @@ fn a_queue_of_an_earlier_boot_is_started_afresh() {
         assert!(again.fence > acquired.fence, "{label}");
         lock.release(Duration::ZERO).unwrap();
     }
+}
+
+/// A header that names no kernel boot does not prove the queue is of an
+/// earlier boot: its holder may be alive on another clock of this boot (a
+/// time namespace), or be a process that could not read the boot id. Such
+/// a queue is refused as unsupported and left as it is, never started
+/// afresh under its holder, unless its times are on this process's own
+/// clock; then the next compaction names the kernel's boot.
+#[test]
+fn a_queue_whose_header_names_no_kernel_boot_is_not_started_afresh() {
+    let (Some(kernel), Some(clock)) = (lockcore::BootId::kernel(), lockcore::BootId::current()) else {
+        eprintln!("skipped: this process cannot read the boot id");
+        return;
+    };
+    let other = "0123456789abcdef0123456789abcdef";
+    let held = |boot: &str| {
+        format!(
+            "R 0e577984e742ce320fd6a2ea0101d592 vm {boot} 4026531836 18461 4318523 - 43185237783121\n\
+             G 0e577984e742ce320fd6a2ea0101d592 never 43185237783121 41\n"
+        )
+    };
+    for (label, content) in [
+        ("no boot at all", format!("H 4 - - 0 0 0 40 -\n{}", held("-"))),
+        ("another clock", format!("H 4 - {other} 0 0 0 40 -\n{}", held(other))),
+    ] {
+        let dir = TestDir::new("toplock-no-kernel-boot");
+        let queue = dir.join("queue");
+        write_private(&queue, content.clone());
+        let mut lock = open(&queue, "ttl=30s");
+        assert_eq!(kind(lock.try_acquire()), Err(ErrorKind::Unsupported), "{label}");
+        assert_eq!(kind(lock.inspect()), Err(ErrorKind::Unsupported), "{label}");
+        assert_eq!(fs::read_to_string(&queue).unwrap(), content, "{label}: the queue was written");
+    }
+    let dir = TestDir::new("toplock-no-kernel-boot-own-clock");
+    let queue = dir.join("queue");
+    write_private(&queue, format!("H 4 - {clock:?} 0 0 0 41 -\n"));
+    let mut lock = open(&queue, "ttl=30s");
+    let acquired = lock.try_acquire().expect("a queue on this process's clock");
+    assert!(acquired.fence > 41, "fence {} after 41", acquired.fence);
+    lock.release(Duration::ZERO).unwrap();
+    pad_to(&queue, COMPACT_AT + 100);
+    lock.inspect().unwrap();
+    let header = fs::read_to_string(&queue).unwrap().lines().next().unwrap().to_owned();
+    assert!(
+        header.starts_with(&format!("H 4 {kernel:?} {clock:?} ")),
+        "the compaction named the kernel's boot: {header}"
+    );
 }

@@ -85,7 +85,9 @@ pub enum lock_result {
     /// lacks what it needs (a `shm` or `toplock` lock on a file system
     /// shared with other hosts or served from user space, such as NFS or
     /// FUSE; a `shm` lock on overlayfs; a `toplock` queue also written by
-    /// processes of another time namespace, whose times cannot be read here).
+    /// processes of another time namespace, whose times cannot be read here,
+    /// or whose header names no kernel boot; `toplock` in a process that
+    /// cannot read the boot id, without `/proc`).
     LOCK_ERR_UNSUPPORTED = 105,
     /// An output buffer is too small; nothing was written.
     LOCK_ERR_BUFFER_TOO_SMALL = 106,

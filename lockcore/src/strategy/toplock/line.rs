@@ -55,8 +55,11 @@ pub enum Grant {
 /// The replay state a compaction carries in the header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// The kernel's boot id when the queue was started: what tells a queue
-    /// of an earlier boot, whose requests all name processes that are gone.
+    /// The kernel's boot id when the queue was started, kept by every
+    /// compaction: a queue that names another is of an earlier boot, whose
+    /// requests all name processes that are gone. One that names none
+    /// proves nothing (it may be in use on another clock of this boot), and
+    /// is refused unless its clock is the reader's own.
     pub kernel_boot: Option<BootId>,
     /// The boot clock the times count on ([`BootId::current`]).
     pub boot: Option<BootId>,

@@ -34,10 +34,15 @@
 //! never written. A queue written on another boot names only processes
 //! that are gone, on a boot clock that has started again: the first
 //! process of this boot to change it starts it afresh, keeping only its
-//! last fence.
+//! last fence. Only a header that names another kernel boot id proves
+//! that: one on another clock of this boot (a time namespace), or one that
+//! names no kernel boot, may be in use, and is refused
+//! ([`Unsupported`](crate::error::Unsupported)), never started afresh. A
+//! process that cannot read the boot id itself (no `/proc`) can tell
+//! neither, and is refused before it makes or reads a queue.
 
-use crate::clock::{BootTime, WallTime};
-use crate::error::{Contention, CorruptKind, Error, FileError, FileRole};
+use crate::clock::{BootId, BootTime, WallTime};
+use crate::error::{Contention, CorruptKind, Error, FileError, FileRole, Unsupported};
 use crate::guard::{GuardFile, LockedFile};
 use crate::strategy::toplock::line::{Header, Line, CHECKPOINT_MARK, LINE_CAPACITY};
 use crate::strategy::toplock::replay::{Replay, Unreadable};
@@ -62,7 +67,7 @@ pub const COMPACT_AT: usize = 2 * 1024;
 pub struct QueueFile {
     file: GuardFile,
     /// The kernel's boot id, read once: what a new queue's header names.
-    kernel_boot: Option<crate::clock::BootId>,
+    kernel_boot: Option<BootId>,
     /// What the last load, append of a request or exclusive section read.
     pub log: Log,
 }
@@ -100,8 +105,12 @@ impl Log {
     }
 
     /// Reads the whole file and replays it; `Ok(true)` when it was written
-    /// on this boot.
-    fn read(&mut self, file: &LockedFile<'_>, cx: &Context<'_>) -> Result<bool, Error> {
+    /// on this process's clock, `Ok(false)` when it is provably of an
+    /// earlier boot (its header names another kernel boot id), and
+    /// [`Error::Unsupported`] when it is neither: written on another clock
+    /// of this boot, or with a header that names no kernel boot, which may
+    /// be in use on another clock, its times unreadable here.
+    fn read(&mut self, file: &LockedFile<'_>, own: OwnBoot) -> Result<bool, Error> {
         let n = file.read(&mut self.bytes)?;
         if n == READ_CAPACITY {
             // Compaction keeps the file far below this; only a hostile or
@@ -119,18 +128,28 @@ impl Log {
         self.replay.run(&self.bytes[..n], reader_now).map_err(unreadable)?;
         self.now = self.replay.now(reader_now);
         let header = self.replay.header;
-        if header.boot == cx.me.boot {
+        if header.boot == Some(own.clock) {
+            // On our clock, so of this kernel boot, whatever its header says
+            // (an earlier version's compaction left the kernel's boot out):
+            // the next compaction names it.
+            self.replay.header.kernel_boot = Some(own.kernel);
             return Ok(true);
         }
-        // Another clock on this very boot: a process in another time
-        // namespace wrote it. Its times cannot be read here, nor its
-        // requests passed over as those of an earlier boot.
-        if header.kernel_boot.is_some() && header.kernel_boot == crate::clock::BootId::kernel() {
-            return Err(Error::Unsupported(crate::error::Unsupported::Here(
+        match header.kernel_boot {
+            Some(kernel) if kernel != own.kernel => Ok(false),
+            // Another clock on this very boot: a process in another time
+            // namespace wrote it. Its times cannot be read here, nor its
+            // requests passed over as those of an earlier boot.
+            Some(_) => Err(Error::Unsupported(Unsupported::Here(
                 "a toplock queue shared with processes of another time namespace",
-            )));
+            ))),
+            // Nothing says which boot wrote it: its holder may be alive on
+            // another clock of this one.
+            None => Err(Error::Unsupported(Unsupported::Here(
+                "a toplock queue whose header names no kernel boot id (written without /proc, or compacted by \
+                 an older version) and whose clock is not this process's: remove it once no process uses it",
+            ))),
         }
-        Ok(false)
     }
 
     /// Whether the log is due for compaction: past [`COMPACT_AT`], and
@@ -161,7 +180,7 @@ impl QueueFile {
     pub fn new(path: CPath, sharing: Sharing) -> QueueFile {
         QueueFile {
             file: GuardFile::new_append_only(path, FileRole::Lock, sharing),
-            kernel_boot: crate::clock::BootId::kernel(),
+            kernel_boot: BootId::kernel(),
             log: Log {
                 bytes: [0; READ_CAPACITY],
                 len: 0,
@@ -177,14 +196,26 @@ impl QueueFile {
         self.file.path()
     }
 
+    /// This process's boot, without which it can neither tell a queue of
+    /// an earlier boot from one in use on another clock, nor write a
+    /// header that lets others tell: refused before any file is touched.
+    fn own_boot(&self, cx: &Context<'_>) -> Result<OwnBoot, Error> {
+        match (self.kernel_boot, cx.me.boot) {
+            (Some(kernel), Some(clock)) => Ok(OwnBoot { kernel, clock }),
+            _ => Err(Error::Unsupported(Unsupported::Here(
+                "a toplock queue where this process cannot read the boot id (no /proc)",
+            ))),
+        }
+    }
+
     /// Reads and replays the queue; compacts it first when it has grown
     /// past [`COMPACT_AT`] (failed attempts grow it too, not only releases)
     /// or was written on another boot.
     pub fn load(&mut self, cx: &Context<'_>) -> Result<(), Error> {
         for _ in 0..2 {
-            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
-            let file = self.file.lock_file(OfdLock::Shared, cx.deadline, header.as_bytes(), cx.me.boot)?;
-            let this_boot = self.log.read(&file, cx)?;
+            let own = self.own_boot(cx)?;
+            let file = lock_queue(&mut self.file, own, OfdLock::Shared, cx)?;
+            let this_boot = self.log.read(&file, own)?;
             drop(file);
             if this_boot && !self.log.due_for_compaction() {
                 return Ok(());
@@ -201,8 +232,8 @@ impl QueueFile {
     /// room for this line after that).
     pub fn append(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
         for _ in 0..2 {
-            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
-            let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
+            let own = self.own_boot(cx)?;
+            let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
             // Only its length is needed: a grant, a release or a skip is
             // judged by the replays that read it, not by its writer.
             let size = usize::try_from(file.size()).unwrap_or(usize::MAX);
@@ -236,9 +267,9 @@ impl QueueFile {
         grant: impl Fn(&Log) -> Option<Line>,
     ) -> Result<Option<Line>, Error> {
         for _ in 0..2 {
-            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
-            let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
-            let this_boot = self.log.read(&file, cx)?;
+            let own = self.own_boot(cx)?;
+            let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
+            let this_boot = self.log.read(&file, own)?;
             if this_boot {
                 let line = build(self.log.now).encode();
                 if !self.log.admits(line.as_bytes().len()) {
@@ -274,9 +305,9 @@ impl QueueFile {
         decide: impl Fn(&Log) -> Result<(T, Option<Line>), Error>,
     ) -> Result<T, Error> {
         for _ in 0..2 {
-            let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
-            let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
-            let this_boot = self.log.read(&file, cx)?;
+            let own = self.own_boot(cx)?;
+            let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
+            let this_boot = self.log.read(&file, own)?;
             if this_boot {
                 let (answer, line) = decide(&self.log)?;
                 let Some(line) = line else { return Ok(answer) };
@@ -310,9 +341,9 @@ impl QueueFile {
     /// of another boot, whose requests all name processes that are gone).
     fn compact(&mut self, cx: &Context<'_>, force: bool) -> Result<(), Error> {
         let path = self.file.path().clone();
-        let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
-        let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
-        let this_boot = self.log.read(&file, cx)?;
+        let own = self.own_boot(cx)?;
+        let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
+        let this_boot = self.log.read(&file, own)?;
         let bytes = self.log.bytes();
         if !force && this_boot && !self.log.due_for_compaction() {
             return Ok(());
@@ -321,9 +352,7 @@ impl QueueFile {
         if this_boot {
             self.log.replay.compacted(bytes, &mut |piece| out.push(piece))?;
         } else {
-            out.push(
-                Line::Header(fresh_header(cx, self.kernel_boot, self.log.replay.header.last_fence)).encode().as_bytes(),
-            )?;
+            out.push(Line::Header(fresh_header(own, self.log.replay.header.last_fence)).encode().as_bytes())?;
         }
         rewrite_in_place(&file, &path, bytes, self.log.replay.origin, &mut out)?;
         drop(file);
@@ -338,19 +367,42 @@ impl QueueFile {
         cx: &Context<'_>,
         action: impl FnOnce(&Log) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let header = Line::Header(fresh_header(cx, self.kernel_boot, 0)).encode();
-        let file = self.file.lock_file(OfdLock::Exclusive, cx.deadline, header.as_bytes(), cx.me.boot)?;
-        self.log.read(&file, cx)?;
+        let own = self.own_boot(cx)?;
+        let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
+        self.log.read(&file, own)?;
         let result = action(&self.log);
         drop(file);
         result
     }
 }
 
+/// The boot this process runs on, as a queue's header names it.
+#[derive(Clone, Copy, Debug)]
+struct OwnBoot {
+    /// The kernel's boot id, the same in every time namespace: what a
+    /// reboot changes.
+    kernel: BootId,
+    /// The boot clock's ([`BootId::current`]), which differs between time
+    /// namespaces: what the log's times count on.
+    clock: BootId,
+}
+
+/// Takes the queue file's lock by the caller's deadline, first making the
+/// queue, with a fresh header, if there is none.
+fn lock_queue<'f>(
+    file: &'f mut GuardFile,
+    own: OwnBoot,
+    kind: OfdLock,
+    cx: &Context<'_>,
+) -> Result<LockedFile<'f>, Error> {
+    let header = Line::Header(fresh_header(own, 0)).encode();
+    file.lock_file(kind, cx.deadline, header.as_bytes(), Some(own.clock))
+}
+
 /// A new queue's header: on this boot, nothing pending, no cooldown, and
 /// `last_fence` carried over (a queue started afresh after a reboot).
-fn fresh_header(cx: &Context<'_>, kernel_boot: Option<crate::clock::BootId>, last_fence: u64) -> Header {
-    Header { kernel_boot, boot: cx.me.boot, last_fence, ..Header::EMPTY }
+fn fresh_header(own: OwnBoot, last_fence: u64) -> Header {
+    Header { kernel_boot: Some(own.kernel), boot: Some(own.clock), last_fence, ..Header::EMPTY }
 }
 
 fn unreadable(why: Unreadable) -> Error {
