@@ -635,3 +635,26 @@ fn a_queue_whose_header_names_no_kernel_boot_is_not_started_afresh() {
         "the compaction named the kernel's boot: {header}"
     );
 }
+
+/// A data file put at the queue's path while a waiter keeps its place in
+/// the queue (an operator's `mv`), which merely starts as a queue does
+/// (`H `): the waiter is told it is no lock, and its giving up, which
+/// writes a line to the queue, writes nothing to the data file.
+#[test]
+fn a_waiter_giving_up_never_writes_a_data_file_put_at_the_queue_path() {
+    let dir = TestDir::new("toplock-data-file");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=1h");
+    holder.try_acquire().unwrap();
+    let waiting_queue = queue.clone();
+    let waiter = thread::spawn(move || {
+        open(&waiting_queue, "ttl=60s&fair=0").acquire(Some(Duration::from_secs(10))).map(|_| ()).map_err(|e| e.kind())
+    });
+    wait_for_requests(&queue, 2);
+    let data = "H is for hydrogen\nHe is for helium\n";
+    let replacement = dir.join("data");
+    write_private(&replacement, data.to_owned());
+    fs::rename(&replacement, &queue).unwrap();
+    assert_eq!(waiter.join().unwrap(), Err(ErrorKind::NotALock), "the waiter reads the data file as no lock");
+    assert_eq!(fs::read_to_string(&queue).unwrap(), data, "the data file was written");
+}

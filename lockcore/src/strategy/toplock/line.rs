@@ -14,7 +14,9 @@
 //! Every time is nanoseconds of the boot clock of the boot the header
 //! names, which nobody can step ([`BootTime`](crate::BootTime)); `ttl` is
 //! a duration in nanoseconds. The header is what makes a file a queue of this library:
-//! a file whose first line is no header is never appended to.
+//! a file whose first line is no header is never appended to. A first line
+//! of `H` and a version number is a queue's, damaged or of another version;
+//! one of `H` and anything else (`H is for hydrogen`) is a data file's.
 //!
 //! A checkpoint is a compacted queue (a header, then the pending requests
 //! with their grants) appended to the log in one write, each of its lines
@@ -150,8 +152,9 @@ impl Line {
         let int = |words: &mut Words<'_>| words.next().and_then(parse_i64);
         let parsed = match kind {
             b"H" => {
-                if words.next()? != VERSION {
-                    return Some(Line::OtherVersion);
+                let version = words.next()?;
+                if version != VERSION {
+                    return is_number(version).then_some(Line::OtherVersion);
                 }
                 let mut boot = || match words.next()? {
                     b"-" => Some(None),
@@ -257,6 +260,20 @@ impl Line {
     }
 }
 
+/// Whether `line` (without its newline) starts as a header of every
+/// version of this format starts, `H` and a version number, whatever
+/// follows: the first line of a queue of this library, whole, damaged or
+/// of another version, and not that of a data file that merely starts
+/// with `H `.
+pub fn is_header_of_some_version(line: &[u8]) -> bool {
+    let mut words = Words::new(line);
+    words.next() == Some(&b"H"[..]) && words.next().is_some_and(is_number)
+}
+
+fn is_number(word: &[u8]) -> bool {
+    !word.is_empty() && word.iter().all(u8::is_ascii_digit)
+}
+
 /// A duration as the nanoseconds a line carries.
 pub fn nanos(d: Duration) -> i64 {
     d.as_nanos().min(i64::MAX as u128) as i64
@@ -336,7 +353,8 @@ mod tests {
             assert_eq!(Line::parse(&bytes[..cut]), None, "cut at {cut}");
         }
         assert_eq!(Line::parse(b"H 3 0 0 0 0 0 -"), Some(Line::OtherVersion));
-        for junk in [&b""[..], b"Z 1", b"D 00000000000000000000000000000007 1 2 3", b"G x 1 2 3"] {
+        for junk in [&b""[..], b"Z 1", b"D 00000000000000000000000000000007 1 2 3", b"G x 1 2 3", b"H is for hydrogen"]
+        {
             assert_eq!(Line::parse(junk), None, "{junk:?}");
         }
     }

@@ -4,8 +4,9 @@
 //! exclusive one (open-file-description locks), every wait ending by the
 //! caller's deadline, and all check that the path still names their file, so no
 //! line goes to a file that is being replaced. Every line is appended in
-//! one `write` to a file opened with `O_APPEND`. An append first checks,
-//! under the exclusive lock, that it leaves the file within
+//! one `write` to a file opened with `O_APPEND`. An append first reads and
+//! replays the log under the exclusive lock, so that no line goes to a
+//! file that is no queue of ours, and checks that it leaves the file within
 //! [`QUEUE_CAPACITY`], compacting first if not; a new request is admitted
 //! only while the queue, compacted, would leave [`RESERVE`] free, so that
 //! those already queued can always write their grants, releases and
@@ -116,7 +117,8 @@ impl Log {
             // Compaction keeps the file far below this; only a hostile or
             // damaged file gets here. Without a header first it is no queue
             // at all (a data file), as the replay would say of a short one.
-            return Err(if self.bytes.starts_with(b"H ") {
+            let first_line = &self.bytes[..self.bytes.iter().position(|&b| b == b'\n').unwrap_or(n)];
+            return Err(if super::line::is_header_of_some_version(first_line) {
                 Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong)
             } else {
                 Error::not_a_lock(FileRole::Lock)
@@ -225,26 +227,18 @@ impl QueueFile {
         Ok(())
     }
 
-    /// Appends the line `build` makes from the time read under the
-    /// exclusive lock (boot-clock nanoseconds, never before the time of the
-    /// log as last read), never past
-    /// [`QUEUE_CAPACITY`]: a full log is compacted first (admission keeps
-    /// room for this line after that).
+    /// Appends the line `build` makes from the log's time as read under
+    /// the exclusive lock, never past [`QUEUE_CAPACITY`]: a full log is
+    /// compacted first (admission keeps room for this line after that).
+    /// The log is read and replayed first, though the line is judged by the
+    /// replays that read it, not by its writer: a file put at the queue's
+    /// path since the last read (a data file that merely starts with `H `)
+    /// must prove itself a queue of ours before anything is written to it,
+    /// and a line goes to no queue of an earlier boot before it is started
+    /// afresh. Only a waiter giving up, a skip, a break and a prolong come
+    /// here, none of them on the way of every acquisition.
     pub fn append(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
-        for _ in 0..2 {
-            let own = self.own_boot(cx)?;
-            let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
-            // Only its length is needed: a grant, a release or a skip is
-            // judged by the replays that read it, not by its writer.
-            let size = usize::try_from(file.size()).unwrap_or(usize::MAX);
-            let line = build(self.log.now.max(BootTime::now().nanos())).encode();
-            if size.saturating_add(1 + line.as_bytes().len()) < QUEUE_CAPACITY {
-                return append_line(&file, size, line.as_bytes());
-            }
-            drop(file);
-            self.compact(cx, true)?;
-        }
-        Err(Error::Busy(Contention::QueueFull))
+        self.append_decided(cx, |log| Ok(((), Some(build(log.now)))))
     }
 
     /// [`append`](Self::append) of a new request, if the queue admits it:

@@ -17,7 +17,7 @@
 //! nobody loses their place.
 
 use crate::owner::{HostName, Nonce, Owner, ProcessId};
-use crate::strategy::toplock::line::{parse_commit, Grant, Header, Line, CHECKPOINT_MARK};
+use crate::strategy::toplock::line::{is_header_of_some_version, parse_commit, Grant, Header, Line, CHECKPOINT_MARK};
 
 /// Requests one replay tracks at once; finished ones are dropped from the
 /// table as it fills, and a new request is admitted only while fewer than
@@ -74,7 +74,8 @@ const EMPTY_REQUEST: Request =
 /// Why a log cannot be replayed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unreadable {
-    /// Its first line is no header: not a queue of this library.
+    /// Its first line is no header of any version: not a queue of this
+    /// library.
     NotAQueue,
     /// A header of another version, a second header, or a fence past the
     /// largest: replaying it by these rules could hand out a fence twice.
@@ -174,6 +175,12 @@ impl Replay {
         self.torn_lines = 0;
         self.future_lines = 0;
         self.watched_end = Ended::Pending;
+        // Whatever a checkpoint later in the file says: a compaction writes
+        // its header over the first one, so a queue always starts as one.
+        let first_line = &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap_or(bytes.len())];
+        if !is_header_of_some_version(first_line) {
+            return Err(Unreadable::NotAQueue);
+        }
         // A committed checkpoint holds the whole queue as it was when it was
         // written: what came before it is history.
         let checkpoint = last_commit(bytes);
@@ -214,7 +221,7 @@ impl Replay {
                         };
                         continue;
                     }
-                    _ if text.starts_with(b"H ") => return Err(Unreadable::Corrupt),
+                    _ if is_header_of_some_version(text) => return Err(Unreadable::Corrupt),
                     _ => return Err(Unreadable::NotAQueue),
                 }
             }
@@ -244,7 +251,8 @@ impl Replay {
             self.apply(line, offset, t)?;
         }
         if at == 0 {
-            return Err(if bytes.starts_with(b"H ") { Unreadable::Corrupt } else { Unreadable::NotAQueue });
+            // A header, without its newline: never one a writer left whole.
+            return Err(Unreadable::Corrupt);
         }
         self.advance(self.now(now));
         Ok(())
