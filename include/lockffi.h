@@ -753,7 +753,7 @@ lock_result lock_took_over(lock_handle *handle, lock_info *previous_out);
  * see `LOCK_BUSY`). `LOCK_ERR_COMMIT`, with `errno` set, if the rename
  * itself fails (the temp file is missing, the target is a directory, the
  * two are on different file systems); `LOCK_ERR_INVALID_ARGUMENT` if either
- * path is the lock itself or its guard, which a rename would destroy. In
+ * path is empty, or the lock itself or its guard, which a rename would destroy. In
  * both cases the lock is still held. Unless committed, the target is
  * untouched and the temp file is left to the caller. Both paths are plain
  * paths, not lock specs. `LOCK_ERR_UNSUPPORTED`, before anything is

@@ -105,6 +105,16 @@ static bool commit_while_held(const struct strategy *s, const char *dir) {
     CHECK_RC(lock_commit(h, p.temp, NULL), LOCK_ERR_NULL_ARGUMENT);
     CHECK_RC(lock_commit(h, NULL, NULL), LOCK_ERR_NULL_ARGUMENT);
     if (!unchanged(p.target, &before, "a commit with a NULL path")) return false;
+    /* an empty path is no path: refused naming the argument, nothing renamed */
+    CHECK_RC(lock_commit(h, "", p.target), LOCK_ERR_INVALID_ARGUMENT);
+    char said[1024];
+    lock_last_error_message(said, sizeof said);
+    CHECK_MSG(strstr(said, "temp_path is empty") != NULL, "an empty temp path is refused saying \"%s\"", said);
+    CHECK_RC(lock_commit(h, p.temp, ""), LOCK_ERR_INVALID_ARGUMENT);
+    lock_last_error_message(said, sizeof said);
+    CHECK_MSG(strstr(said, "target_path is empty") != NULL, "an empty target path is refused saying \"%s\"", said);
+    if (!unchanged(p.target, &before, "a commit with an empty path")) return false;
+    CHECK_MSG(path_exists(p.temp), "a commit with an empty target renamed the temp file");
     /* a temp file that does not exist: LOCK_ERR_COMMIT with rename's errno,
      * the target untouched, the lock still held */
     char missing[HARNESS_PATH_MAX];

@@ -16,7 +16,7 @@ use crate::result::lock_result;
 /// see `LOCK_BUSY`). `LOCK_ERR_COMMIT`, with `errno` set, if the rename
 /// itself fails (the temp file is missing, the target is a directory, the
 /// two are on different file systems); `LOCK_ERR_INVALID_ARGUMENT` if either
-/// path is the lock itself or its guard, which a rename would destroy. In
+/// path is empty, or the lock itself or its guard, which a rename would destroy. In
 /// both cases the lock is still held. Unless committed, the target is
 /// untouched and the temp file is left to the caller. Both paths are plain
 /// paths, not lock specs. `LOCK_ERR_UNSUPPORTED`, before anything is
@@ -43,10 +43,20 @@ pub unsafe extern "C" fn lock_commit(
     ffi_export!(lock_commit, claim(handle), required(temp_path, target_path), |claimed| {
         // SAFETY: non-NULL and NUL-terminated by the contract above.
         let (temp, target) = unsafe { (CStr::from_ptr(temp_path), CStr::from_ptr(target_path)) };
-        let as_path = |p: &CStr| {
-            lockcore::CPath::from_parts(&[p.to_bytes()]).map_err(|_| Failure::Code(lock_result::LOCK_ERR_PATH_TOO_LONG))
+        // A path that cannot be one is refused naming the argument: an
+        // empty one is no path to rename (a mistake of the caller's), a long
+        // one no system call takes.
+        let lock_name = claimed.lock().name().to_string();
+        let as_path = |argument: &str, p: &CStr| {
+            lockcore::CPath::from_parts(&[p.to_bytes()]).map_err(|_| {
+                let (code, why) = match p.to_bytes().is_empty() {
+                    true => (lock_result::LOCK_ERR_INVALID_ARGUMENT, "is empty"),
+                    false => (lock_result::LOCK_ERR_PATH_TOO_LONG, "is longer than PATH_MAX"),
+                };
+                Failure::Located { code, errno: None, text: format!("{lock_name}: {argument} {why}") }
+            })
         };
-        let (temp, target) = (as_path(temp)?, as_path(target)?);
+        let (temp, target) = (as_path("temp_path", temp)?, as_path("target_path", target)?);
         let outcome = {
             let result = claimed.lock().commit_file(&temp, &target);
             result.at(claimed.lock())?
