@@ -69,6 +69,7 @@ Exit status:
    65  the spec was refused, or a lock path holds no lock of its scheme or a
        corrupt one
    66  a directory on the lock's path is missing
+   68  a redis lock's host name does not resolve
    69  COMMAND could not be executed, or the scheme cannot do it (break flock)
    70  internal error
    71  system error (no process, no thread)
@@ -76,6 +77,7 @@ Exit status:
    74  input/output error on a lock file
    75  the lock was lost while COMMAND ran (someone else holds it), or (status,
        wait, break) its guard stayed held by another process: try again
+   76  a redis server's answer makes no sense to this library
    77  permission denied, or a lock file the spec's mode does not trust
 128+N  lockctl was stopped by signal N before COMMAND started
 ";
@@ -108,10 +110,12 @@ fn dispatch(mut args: Vec<OsString>) -> Result<u8, Failure> {
         b"break" => status::break_lock(args),
         b"schemes" => schemes(args),
         b"-h" | b"--help" | b"help" => {
+            no_arguments("help", &args)?;
             exit::output(HELP)?;
             Ok(exit::OK)
         }
         b"-V" | b"--version" => {
+            no_arguments("--version", &args)?;
             exit::output(&format!("lockctl {}\n", env!("CARGO_PKG_VERSION")))?;
             Ok(exit::OK)
         }
@@ -119,15 +123,21 @@ fn dispatch(mut args: Vec<OsString>) -> Result<u8, Failure> {
     }
 }
 
+/// A usage error if `command`, which takes no argument, was given one.
+fn no_arguments(command: &str, args: &[OsString]) -> Result<(), Failure> {
+    match args.first() {
+        Some(extra) => Err(Failure::usage(format!(
+            "'lockctl {command}' takes no argument; unexpected '{}'",
+            extra.to_string_lossy()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `lockctl schemes`: every scheme this build has, what its target is, and
 /// what its locks can do beyond taking and releasing.
 fn schemes(args: Vec<OsString>) -> Result<u8, Failure> {
-    if let Some(extra) = args.first() {
-        return Err(Failure::usage(format!(
-            "'lockctl schemes' takes no argument; unexpected '{}'",
-            extra.to_string_lossy()
-        )));
-    }
+    no_arguments("schemes", &args)?;
     let mut table = String::new();
     for &scheme in Scheme::ALL {
         let target = match scheme.target_kind() {

@@ -134,6 +134,9 @@ fn usage_spec_and_command_errors_have_their_own_statuses_and_say_why() {
         &["status"],
         &["status", &spec, &spec],
         &["wait", "-w"],
+        &["--version", "extra"],
+        &["--help", "extra"],
+        &["schemes", "extra"],
     ];
     for args in usage {
         let out = lockctl_run(args);
@@ -167,6 +170,23 @@ fn help_and_version_and_schemes_list_what_this_build_has() {
     assert_eq!(help.code(), 0);
     for needle in ["lockctl run SPEC", "-w, --wait SECONDS", "LOCK_FENCE", "Exit status:", "75", "128+N"] {
         assert!(help.stdout.contains(needle), "{needle:?} missing from --help");
+    }
+    // Every status the manual lists, the help lists too.
+    let manual = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../man/lockctl.1")).unwrap();
+    let statuses = manual
+        .split(".SH EXIT STATUS")
+        .nth(1)
+        .and_then(|rest| rest.split("\n.SH ").next())
+        .expect("the manual has an EXIT STATUS section");
+    let listed: Vec<&str> = statuses
+        .lines()
+        .filter_map(|line| line.strip_prefix(".B "))
+        .filter(|word| word.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert!(listed.len() > 10, "the manual's statuses: {listed:?}");
+    for status in listed {
+        let line_start = format!("\n{status:>5}  ");
+        assert!(help.stdout.contains(&line_start), "status {status} of the manual missing from --help");
     }
     let version = lockctl_run(&["--version"]);
     assert_eq!(version.stdout, format!("lockctl {}\n", env!("CARGO_PKG_VERSION")));
