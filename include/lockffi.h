@@ -198,7 +198,8 @@ typedef enum {
    */
   LOCK_ERR_FORKED = 103,
   /**
-   * The handle is in use by another thread at this moment.
+   * The handle is in another call at this moment: another thread's, or
+   * the call whose callback (a warning, a cancel) makes this one.
    */
   LOCK_ERR_HANDLE_IN_USE = 104,
   /**

@@ -77,7 +77,8 @@ pub enum lock_result {
     /// only the parent may use it. Every call on the child's copy of the
     /// handle but `lock_close` answers this, whatever its other arguments.
     LOCK_ERR_FORKED = 103,
-    /// The handle is in use by another thread at this moment.
+    /// The handle is in another call at this moment: another thread's, or
+    /// the call whose callback (a warning, a cancel) makes this one.
     LOCK_ERR_HANDLE_IN_USE = 104,
     /// The lock cannot do this: its scheme lacks the ability (break a
     /// `flock` lock, renew one that never expires, name the file of a lock
@@ -260,7 +261,7 @@ code_table! {
     LOCK_ERR_NOT_HELD: c"this handle does not hold its lock", kind(ErrorKind::NotHeld);
     LOCK_ERR_ALREADY_HELD: c"this handle already holds its lock", kind(ErrorKind::AlreadyHeld);
     LOCK_ERR_FORKED: c"the lock was taken by the parent process before fork()", kind(ErrorKind::Forked);
-    LOCK_ERR_HANDLE_IN_USE: c"the handle is in use by another thread";
+    LOCK_ERR_HANDLE_IN_USE: c"the handle is in another call (another thread's, or the one whose callback this is)";
     LOCK_ERR_UNSUPPORTED: c"this strategy does not support the operation", kind(ErrorKind::Unsupported);
     LOCK_ERR_BUFFER_TOO_SMALL: c"the output buffer is too small";
     LOCK_ERR_INVALID_ARGUMENT: c"an argument is out of range", kind(ErrorKind::CommitOntoLock);
