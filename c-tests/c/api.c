@@ -1449,6 +1449,18 @@ static void prolong_then_wait_on_own_handle(void *context) {
     __atomic_store_n(&how->returned, 1, __ATOMIC_SEQ_CST);
 }
 
+/* How many threads this process has, from /proc/self/task; -1 if unknown. */
+static int thread_count(void) {
+    DIR *tasks = opendir("/proc/self/task");
+    if (tasks == NULL) return -1;
+    int count = 0;
+    for (struct dirent *entry; (entry = readdir(tasks)) != NULL;) {
+        if (entry->d_name[0] != '.') count++;
+    }
+    closedir(tasks);
+    return count;
+}
+
 static bool test_close_waits_for_a_lost_callback_in_a_call(void) {
     char dir[HARNESS_PATH_MAX];
     CHECK(make_temp_dir(dir, sizeof dir, "close-waits"));
@@ -1479,6 +1491,13 @@ static bool test_close_waits_for_a_lost_callback_in_a_call(void) {
     CLOSE(thief);
     close(entered[0]);
     close(entered[1]);
+    /* The watchdog's thread, which the callback stopped, ends on its own
+     * once the callback has returned. Waited for here, so that the next
+     * case does not fork while it is still leaving: a child forked while a
+     * thread holds AddressSanitizer's allocator (which, unlike glibc's
+     * malloc, is not locked across fork) would hang at its first thread. */
+    for (int waited_ms = 0; thread_count() > 1 && waited_ms < 5000; waited_ms++) sleep_ms(1);
+    CHECK_MSG(thread_count() == 1, "the watchdog's thread is still running: %d threads", thread_count());
     return true;
 }
 
