@@ -422,6 +422,17 @@ pub fn lstat(path: &CPath) -> SysResult<FileStat> {
     Ok(FileStat::from_raw(unsafe { st.assume_init_ref() }))
 }
 
+/// `fstatat(2)` with `AT_SYMLINK_NOFOLLOW`: the status of an entry of a
+/// directory we hold open, a symlink itself rather than what it names.
+pub fn lstatat(dir: &Fd, name: &CStr) -> SysResult<FileStat> {
+    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: NUL-terminated name; `dir` is an open descriptor; fstatat
+    // fills the struct when it returns 0.
+    retry(|| cvt(unsafe { libc::fstatat(dir.0, name.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) }))?;
+    // SAFETY: initialised by the successful call above.
+    Ok(FileStat::from_raw(unsafe { st.assume_init_ref() }))
+}
+
 /// `mkdir(2)`.
 pub fn mkdir(path: &CPath, mode: libc::mode_t) -> SysResult<()> {
     // SAFETY: NUL-terminated path.

@@ -10,7 +10,9 @@
 //! wedged empty directory.
 //!
 //! What a directory at the lock path can be:
-//! * ours: nothing in it but `owner`, a record of this library;
+//! * ours: nothing in it but `owner`, a record of this library (and
+//!   perhaps the new record of a prolong that died before its rename, a
+//!   file of the holder's: see [`made_here`]);
 //! * a peer's lock: an empty directory, made by a plain `mkdir` (a shell
 //!   script, a Perl CGI); it excludes us, and is stale only by age (`ttl`),
 //!   and is then removed with `rmdir`, which cannot remove anything in it;
@@ -40,7 +42,7 @@ pub struct Mkdir {
 enum Entries {
     Empty,
     /// Our record, and perhaps the new record of a prolong that died
-    /// before its rename (`owner.<32 hex digits>`).
+    /// before its rename (`owner.<32 hex digits>`, [`made_here`]).
     OnlyOurs,
     Other,
 }
@@ -52,13 +54,31 @@ fn is_record_helper(name: &[u8]) -> bool {
         && name[6..].iter().all(|&b| crate::text::hex_value(b).is_some())
 }
 
-fn entries(dir: &Fd) -> Result<Entries, Error> {
+/// Whether the entry `name` of the lock directory `dir` (owned by
+/// `dir_owner`) can be one this library made there: a regular file of the
+/// caller's, or of the directory's owner, the holder that made it, whose
+/// prolong writes its new record beside `owner`. A lock shared with
+/// `mode=0666` has a directory every user may write, so anyone can give a
+/// file or a directory one of our names; what is another's is never ours
+/// to remove. The content is not looked at: a prolong killed between its
+/// create and its write leaves a file of ours that holds no record.
+fn made_here(dir: &Fd, dir_owner: u32, name: &[u8]) -> bool {
+    let mut terminated = [0u8; 6 + 32 + 1];
+    if name.len() >= terminated.len() {
+        return false;
+    }
+    terminated[..name.len()].copy_from_slice(name);
+    let Ok(name) = CStr::from_bytes_until_nul(&terminated) else { return false };
+    sys::lstatat(dir, name).is_ok_and(|st| st.is_file() && (st.uid == sys::geteuid() || st.uid == dir_owner))
+}
+
+fn entries(dir: &Fd, dir_owner: u32) -> Result<Entries, Error> {
     let (mut record, mut other, mut any) = (false, false, false);
     sys::each_dir_entry(dir, |name| {
         any = true;
         if name == RECORD_NAME.to_bytes() {
             record = true;
-        } else if !is_record_helper(name) {
+        } else if !(is_record_helper(name) && made_here(dir, dir_owner, name)) {
             other = true;
         }
         !other
@@ -81,7 +101,7 @@ impl LockStore for Mkdir {
         let stat = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Lock, e))?;
         cx.sharing.check(FileRole::Lock, &stat)?;
         let written_at = WallTime::from_unix_nanos(stat.mtime_ns);
-        let listed = match entries(&dir) {
+        let listed = match entries(&dir, stat.uid) {
             // Removed since it was opened (a peer's rmdir, or a directory it
             // renamed over this one): listing a removed directory says
             // ENOENT. Nothing is there as far as this read goes; a lock made
@@ -203,13 +223,19 @@ fn open_dir(path: &CPath) -> Result<Option<Fd>, Error> {
 }
 
 /// Empties and removes a directory this library made or renamed aside: its
-/// record (and a prolong's leftover new record) and nothing else. If a file
-/// of someone else's is in it, it stays.
+/// record (and a prolong's leftover new record), each only if
+/// [`made_here`], and nothing else. Whatever else is in it (put there since
+/// it was judged: the directory is open to every user of a shared lock)
+/// stays, and so does the directory, aside: the lock is gone from its path
+/// all the same.
 fn remove_own_dir(path: &CPath) -> Result<(), Error> {
     let Some(dir) = open_dir(path)? else { return Ok(()) };
-    match sys::unlinkat(&dir, RECORD_NAME) {
-        Ok(()) | Err(Errno::ENOENT) => {}
-        Err(e) => return Err(FileError::from_errno(FileRole::Helper, path, e)),
+    let dir_owner = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Helper, e))?.uid;
+    if made_here(&dir, dir_owner, RECORD_NAME.to_bytes()) {
+        match sys::unlinkat(&dir, RECORD_NAME) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(e) => return Err(FileError::from_errno(FileRole::Helper, path, e)),
+        }
     }
     drop(dir);
     let rmdir = || match sys::rmdir(path) {
@@ -228,7 +254,7 @@ fn remove_own_dir(path: &CPath) -> Result<(), Error> {
         let mut helper = [0u8; 6 + 32 + 1];
         let mut found = false;
         sys::each_dir_entry(&dir, |name| {
-            found = is_record_helper(name);
+            found = is_record_helper(name) && made_here(&dir, dir_owner, name);
             if found {
                 helper[..name.len()].copy_from_slice(name);
             }

@@ -1,0 +1,87 @@
+//! What a `mkdir` lock's directory holds besides its record.
+//!
+//! A lock shared with everyone (`mode=0666`) has a directory every user may
+//! write (0777), so any user can put an entry in it, under any name, the
+//! names of the library's own files included. The library removes only
+//! what it made there:
+//! * `another_users_entry_under_a_prolongs_name_is_never_removed`: as the
+//!   lock is held by root, `lockcore-other` owns a file, then a directory,
+//!   called like the new record of a prolong that died before its rename
+//!   (`owner.<32 hex digits>`). The release answers `NotALock`, about the
+//!   lock, as for any entry of another's, and leaves everything as it was:
+//!   the entry, its content, the lock directory at its path, nothing
+//!   renamed aside. A leftover of that name that is a file of the lock
+//!   directory's owner (`lockcore-web` here, who made the lock and whose
+//!   prolong died) is the library's own, and goes with the lock when root
+//!   releases it.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::files::{helper_names, tree};
+use common::users::{TestUser, TestUsers};
+use common::*;
+use lockcore::{ErrorKind, FileRole, ReleaseOutcome};
+
+/// A name of the pattern of a prolong's new record.
+const PROLONGS_NAME: &str = "owner.0123456789abcdef0123456789abcdef";
+
+#[test]
+fn child_entry() {
+    child_main(|role| panic!("unknown role {role}"));
+}
+
+fn chown(path: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+}
+
+#[test]
+fn another_users_entry_under_a_prolongs_name_is_never_removed() {
+    let Some(users) = TestUsers::get() else { return };
+    let other = (users.uid(TestUser::Other), users.gid(TestUser::Other));
+    for as_directory in [false, true] {
+        let dir = TestDir::new("mkdir-entries");
+        let spec = format!("mkdir:{}/lk?mode=0666", dir.path().display());
+        let lock_dir = dir.join("lk");
+        let mut lock = open_lock(&spec);
+        lock.try_acquire().unwrap();
+        let planted = lock_dir.join(PROLONGS_NAME);
+        if as_directory {
+            fs::create_dir(&planted).unwrap();
+        } else {
+            fs::write(&planted, b"precious\n").unwrap();
+        }
+        chown(&planted, other.0, other.1);
+        let before = tree(&lock_dir);
+
+        let what = if as_directory { "a directory" } else { "a file" };
+        let err = lock.release(Duration::ZERO).expect_err(what);
+        assert_eq!((err.kind(), err.file()), (ErrorKind::NotALock, Some(FileRole::Lock)), "{what}: {err:?}");
+        let message = lock.describe(&err).to_string();
+        assert!(message.starts_with(&format!("{}: ", lock_dir.display())), "{what}: {message}");
+        assert_eq!(tree(&lock_dir), before, "{what}: the lock directory was changed");
+        assert_eq!(helper_names(dir.path(), "lk"), Vec::<String>::new(), "{what}: renamed aside");
+    }
+
+    // The holder's own leftover: the lock is lockcore-web's, and so is the
+    // file its prolong left; root, a user of the lock too, releases it.
+    let web = (users.uid(TestUser::Web), users.gid(TestUser::Web));
+    let dir = TestDir::new("mkdir-entries");
+    let spec = format!("mkdir:{}/lk?mode=0666", dir.path().display());
+    let lock_dir = dir.join("lk");
+    let mut lock = open_lock(&spec);
+    lock.try_acquire().unwrap();
+    let leftover = lock_dir.join(PROLONGS_NAME);
+    fs::write(&leftover, b"").unwrap();
+    for path in [&lock_dir, &lock_dir.join("owner"), &leftover] {
+        chown(path, web.0, web.1);
+    }
+    assert_eq!(fs::metadata(&lock_dir).unwrap().uid(), web.0);
+    assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    assert!(fs::symlink_metadata(&lock_dir).is_err(), "the lock directory is still there");
+    assert_eq!(helper_names(dir.path(), "lk"), Vec::<String>::new(), "left aside");
+}
