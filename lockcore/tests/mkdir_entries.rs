@@ -1,4 +1,4 @@
-//! What a `mkdir` lock's directory holds besides its record.
+//! What a `mkdir` lock's directory holds that the library did not put there.
 //!
 //! A lock shared with everyone (`mode=0666`) has a directory every user may
 //! write (0777), so any user can put an entry in it, under any name, the
@@ -14,6 +14,10 @@
 //!   directory's owner (`lockcore-web` here, who made the lock and whose
 //!   prolong died) is the library's own, and goes with the lock when root
 //!   releases it.
+//! * `a_symlink_called_owner_makes_the_directory_no_lock`: a lock directory
+//!   whose `owner` is a symlink (to a victim file) is `NotALock`
+//!   for every operation, not `Symlink`: the lock path is a directory. The
+//!   link and its target are left as they are, long past the TTL.
 
 mod common;
 
@@ -84,4 +88,28 @@ fn another_users_entry_under_a_prolongs_name_is_never_removed() {
     assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
     assert!(fs::symlink_metadata(&lock_dir).is_err(), "the lock directory is still there");
     assert_eq!(helper_names(dir.path(), "lk"), Vec::<String>::new(), "left aside");
+}
+
+/// A lock directory whose `owner` is a symlink holds no record of ours: it
+/// is no lock, not a symlink at the lock's path, and its link is never
+/// followed or removed, however old it is.
+#[test]
+fn a_symlink_called_owner_makes_the_directory_no_lock() {
+    let dir = TestDir::new("mkdir-entries");
+    let lock_dir = dir.join("lk");
+    let victim = dir.join("victim");
+    fs::write(&victim, b"precious\n").unwrap();
+    fs::create_dir(&lock_dir).unwrap();
+    std::os::unix::fs::symlink(&victim, lock_dir.join("owner")).unwrap();
+    set_mtime(&lock_dir, ago(Duration::from_secs(7200)));
+    let before = (tree(&lock_dir), tree(&victim));
+    let mut lock = open_lock(&format!("mkdir:{}?ttl=1s", lock_dir.display()));
+    let kinds = (
+        lock.try_acquire().map(drop).map_err(|e| e.kind()),
+        lock.inspect().map(drop).map_err(|e| e.kind()),
+        lock.break_lock().map(drop).map_err(|e| e.kind()),
+    );
+    let refused = Err(ErrorKind::NotALock);
+    assert_eq!(kinds, (refused, refused, refused));
+    assert_eq!((tree(&lock_dir), tree(&victim)), before, "changed");
 }

@@ -113,8 +113,13 @@ impl LockStore for Mkdir {
             Entries::Empty => Holding::Foreign { pid: 0, host: None, rule: ForeignRule::Anonymous },
             Entries::Other => return Err(Error::not_a_lock(FileRole::Lock)),
             Entries::OnlyOurs => {
-                let fd = sys::openat(&dir, RECORD_NAME, READ_RECORD_FLAGS, 0)
-                    .map_err(|e| FileError::from_errno(FileRole::Lock, &self.lock, e))?;
+                let fd = match sys::openat(&dir, RECORD_NAME, READ_RECORD_FLAGS, 0) {
+                    Ok(fd) => fd,
+                    // A symlink called `owner`, which O_NOFOLLOW refuses:
+                    // the lock path is a directory, with no record of ours.
+                    Err(Errno::ELOOP) => return Err(Error::not_a_lock(FileRole::Lock)),
+                    Err(e) => return Err(FileError::from_errno(FileRole::Lock, &self.lock, e)),
+                };
                 let record_stat = sys::fstat(&fd).map_err(|e| FileError::io(FileRole::Lock, e))?;
                 if !record_stat.is_file() {
                     return Err(Error::not_a_lock(FileRole::Lock));
