@@ -47,10 +47,10 @@
 //!   is no lock);
 //! * a symlink where a file or directory belongs: `Symlink`, never followed
 //!   (nothing is created at a dangling target), never removed;
-//! * except at a `symlink` lock, where a link without our record is a
-//!   peer's lock (IPC::Lock::WithTTL) that expires at its mtime: these, made
-//!   just now or two hours ago, have expired, and are broken (the link
-//!   goes, never its target);
+//! * except at a `symlink` lock, where the lock is a link: one without our
+//!   record is a peer's lock only if its target is a bare name that names
+//!   nothing (`symlink_peers.rs`); these point at paths, so they are
+//!   `NotALock`, never followed, never removed;
 //! * `flock` locks any file or directory, as `flock(1)`: a data file,
 //!   garbage or a directory at its target is locked and never written; only
 //!   a fifo (or a symlink) there is refused;
@@ -329,11 +329,8 @@ fn decide(scheme: Scheme, case: Case) -> Expected {
         Case::Planted { thing, spot: Spot::Lock, .. } => match (scheme, thing) {
             // flock(1) locks whatever file or directory it is given.
             (Flock, Thing::Garbage | Thing::Mebibyte | Thing::Directory) => TAKEN,
-            // A peer's link lock, expired at its mtime: broken, the link
-            // only; and what is held afterwards is ours, released.
-            (Symlink, Thing::LinkToVictim | Thing::LinkToVictimDir | Thing::DanglingLink) => {
-                Expected { kept: false, ..TAKEN }
-            }
+            // A link to a path is no peer's lock.
+            (Symlink, Thing::LinkToVictim | Thing::LinkToVictimDir | Thing::DanglingLink) => refused("NotALock"),
             _ => refused(link_or(thing, "NotALock")),
         },
         Case::ParentIsAFile => refused("NotADirectory"),

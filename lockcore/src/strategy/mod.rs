@@ -394,8 +394,9 @@ pub enum Holding {
 /// How a peer's lock goes stale.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ForeignRule {
-    /// A LockFile::Simple or liblockfile stamp with a pid: by age (`ttl`)
-    /// from its file's time, or, with `stale=pid`, when the pid is dead.
+    /// A LockFile::Simple or liblockfile stamp with a pid, or a shell's
+    /// `ln -s $$` link: by age (`ttl`) from its file's time, or, with
+    /// `stale=pid`, when the pid is dead.
     Stamp,
     /// liblockfile's lock without a pid: [`PID_LESS_LIFETIME`] after its
     /// file's time, whatever the `ttl`.
@@ -403,7 +404,8 @@ pub enum ForeignRule {
     /// A lock that names nobody (an empty lock file of a writer between its
     /// create and its write, an empty directory of a shell `mkdir`): by age.
     Anonymous,
-    /// A symlink of another program: once its mtime, the expiry, has passed.
+    /// IPC::Lock::WithTTL's symlink (its target a name that names no
+    /// file): once its mtime, the expiry, has passed.
     ExpiresAtMtime,
 }
 

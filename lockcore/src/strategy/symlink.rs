@@ -12,9 +12,16 @@
 //! both create a new one (IPC::Lock::WithTTL's bug). Here breaking and
 //! creating happen under the guard (`<lock>.guard`), and a new link is
 //! built under a helper name with its final mtime before it is renamed into
-//! place, so the lock never appears with a wrong expiry. A link of another
-//! program is a lock too, stale once its mtime has passed, and removed only
-//! if it is still the link that was judged.
+//! place, so the lock never appears with a wrong expiry.
+//!
+//! A link of another program is a lock only if its target is one name, no
+//! path, that names nothing beside it ([`peer_lock`]): a shell script's
+//! `ln -s $$ lock` (the target is the holder's pid, the mtime when it took
+//! the lock), judged as a LockFile::Simple stamp is; or IPC::Lock::WithTTL's
+//! link, whose target is a name of its own and whose mtime is its expiry.
+//! Either is removed only if it is still the link that was judged. Any
+//! other link (`/var/lock -> /run/lock`, one to a file or directory) is no
+//! lock, and is never removed.
 
 use core::ffi::CStr;
 
@@ -63,6 +70,40 @@ impl Symlink {
     }
 }
 
+/// The longest name of a file (Linux's `NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+/// What holds a lock whose link `lock` has `target`, not a record of ours:
+/// a peer's lock, or none ([`Problem::NotALock`]). The peers' targets are
+/// one short name, never a path, and name no file: a target with a `/`,
+/// `.`, `..`, a name that is there beside the link, or one longer than a
+/// name can be (`target` is cut after the longest record), is a link to
+/// something, or nonsense, which no peer makes.
+///
+/// [`Problem::NotALock`]: crate::error::Problem::NotALock
+fn peer_lock(lock: &CPath, target: &[u8]) -> Result<Holding, Error> {
+    let no_lock = || Err(Error::not_a_lock(FileRole::Lock));
+    let path_like = target.contains(&b'/') || target == b"." || target == b"..";
+    if target.is_empty() || target.len() > NAME_MAX || path_like {
+        return no_lock();
+    }
+    let named = CPath::from_parts(&[lock.parent(), b"/", target]).map_err(|_| files::path_too_long())?;
+    match sys::lstat(&named) {
+        Err(Errno::ENOENT) => {}
+        Ok(_) => return no_lock(),
+        Err(e) => return Err(FileError::from_errno(FileRole::Lock, &named, e)),
+    }
+    if target.iter().all(u8::is_ascii_digit) {
+        // A shell's `ln -s $$`: its pid, as in a LockFile::Simple stamp.
+        return match crate::text::parse_u64(target).and_then(|pid| i32::try_from(pid).ok()).filter(|&pid| pid > 0) {
+            Some(pid) => Ok(Holding::Foreign { pid, host: None, rule: ForeignRule::Stamp }),
+            // Digits no process can have as its pid: no shell wrote them.
+            None => no_lock(),
+        };
+    }
+    Ok(Holding::Foreign { pid: 0, host: None, rule: ForeignRule::ExpiresAtMtime })
+}
+
 /// `at` moved by as much as the wall-clock time `from` moved to `to`.
 fn moved(at: Moment, from: WallTime, to: WallTime) -> Moment {
     let (forward, by) = if to >= from { (true, to.since(from)) } else { (false, from.since(to)) };
@@ -109,7 +150,7 @@ impl LockStore for Symlink {
                 Holding::Ours(Record { expires: record.expires.map(|at| moved(at, at.wall, mtime)), ..record })
             }
             Some(Err(kind)) => Holding::Corrupt(kind),
-            None => Holding::Foreign { pid: 0, host: None, rule: ForeignRule::ExpiresAtMtime },
+            None => peer_lock(&self.lock, &target[..n])?,
         };
         Ok(Some(Found { holding, written_at: mtime, stat }))
     }
