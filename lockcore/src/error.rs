@@ -193,6 +193,43 @@ pub struct FileError {
     /// Its permission bits (setuid, setgid and sticky included), where they
     /// explain the error; see `owner_uid`.
     pub mode: Option<u32>,
+    /// The entry of the lock, a directory, that the error is about (a
+    /// `mkdir` lock's `owner`, or whatever else is in it), when the lock
+    /// itself is not.
+    pub entry: Option<EntryName>,
+}
+
+/// The name of an entry inside a lock directory, for a message: its first
+/// [`ENTRY_NAME_CAPACITY`] bytes (a name may be 255), kept in the error
+/// itself, which names every other file by its role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryName {
+    bytes: [u8; ENTRY_NAME_CAPACITY],
+    len: u8,
+    cut: bool,
+}
+
+/// The longest part of an entry's name an [`EntryName`] keeps.
+pub const ENTRY_NAME_CAPACITY: usize = 64;
+
+impl EntryName {
+    /// `name`, cut after [`ENTRY_NAME_CAPACITY`] bytes.
+    pub fn new(name: &[u8]) -> EntryName {
+        let len = name.len().min(ENTRY_NAME_CAPACITY);
+        let mut bytes = [0u8; ENTRY_NAME_CAPACITY];
+        bytes[..len].copy_from_slice(&name[..len]);
+        EntryName { bytes, len: len as u8, cut: len < name.len() }
+    }
+
+    /// The bytes kept.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Whether the name is longer than what is kept.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
 }
 
 /// What the kernel's `ENAMETOOLONG` means for a lock: a component longer
@@ -204,7 +241,7 @@ const NAME_TOO_LONG: &str =
 impl FileError {
     /// The error of `problem` with `file`, with no errno, owner or mode.
     pub fn new(file: FileRole, problem: Problem) -> FileError {
-        FileError { file, problem, errno: None, owner_uid: None, mode: None }
+        FileError { file, problem, errno: None, owner_uid: None, mode: None, entry: None }
     }
 
     /// The error for `errno` from a system call on `path`. For a permission
@@ -580,6 +617,14 @@ impl Error {
         }
     }
 
+    /// The entry of the lock directory the error is about, if it is about one.
+    pub fn entry(&self) -> Option<EntryName> {
+        match self {
+            Error::File(e) => e.entry,
+            _ => None,
+        }
+    }
+
     /// The errno behind the error, if a system call failed.
     pub fn errno(&self) -> Option<Errno> {
         match self {
@@ -604,6 +649,12 @@ impl Error {
     /// Something at one of the lock's paths that is not a lock of this scheme.
     pub fn not_a_lock(file: FileRole) -> Error {
         Error::file_problem(file, Problem::NotALock)
+    }
+
+    /// A lock directory that is no lock of this scheme because of its
+    /// entry `entry`, which the message names.
+    pub fn not_a_lock_for_entry(entry: EntryName) -> Error {
+        Error::File(FileError { entry: Some(entry), ..FileError::new(FileRole::Lock, Problem::NotALock) })
     }
 }
 
@@ -679,6 +730,11 @@ impl fmt::Display for FileErrorText<'_> {
             Problem::NotADirectory => write!(f, "a component of the path of {what} is not a directory")?,
             Problem::PermissionDenied => write!(f, "permission denied on {what}")?,
             Problem::Symlink => write!(f, "{what} is a symbolic link; refusing to follow it")?,
+            Problem::NotALock if e.entry.is_some() => write!(
+                f,
+                "{what} holds this entry, which is none of this scheme's, so it is no lock; \
+                 both were left untouched"
+            )?,
             Problem::NotALock => {
                 write!(f, "{what} holds something that is not a lock of this scheme; it was left untouched")?
             }

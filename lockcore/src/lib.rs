@@ -103,8 +103,8 @@ pub mod wait;
 
 pub use clock::{BootId, BootTime, Moment, MonoTime, WallTime};
 pub use error::{
-    Contention, CorruptKind, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, ServerError, ServerProblem,
-    SpecError, SpecErrorKind, Unsupported, Untrusted,
+    Contention, CorruptKind, EntryName, Error, ErrorKind, FileError, FileRole, HolderSummary, Problem, ServerError,
+    ServerProblem, SpecError, SpecErrorKind, Unsupported, Untrusted, ENTRY_NAME_CAPACITY,
 };
 pub use fair::LONGEST_SLEEP_IN_LINE;
 pub use lock::{Acquired, Described, Lock, LockGuard, LockName, ATTEMPT_PATIENCE, CHANGE_PATIENCE, TRY_PATIENCE};

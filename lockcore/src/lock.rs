@@ -859,6 +859,13 @@ impl fmt::Display for Described<'_> {
         };
         // A path is bytes: those that are no printable text show as escapes.
         write_escaped(f, path)?;
+        if let Some(entry) = self.error.entry() {
+            f.write_str("/")?;
+            write_escaped(f, entry.as_bytes())?;
+            if entry.is_cut() {
+                f.write_str("...")?;
+            }
+        }
         match self.error {
             Error::File(e) => write!(f, ": {}", e.text(self.owner_name)),
             other => write!(f, ": {other}"),

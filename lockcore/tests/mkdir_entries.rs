@@ -8,7 +8,8 @@
 //!   lock is held by root, `lockcore-other` owns a file, then a directory,
 //!   called like the new record of a prolong that died before its rename
 //!   (`owner.<32 hex digits>`). The release answers `NotALock`, about the
-//!   lock, as for any entry of another's, and leaves everything as it was:
+//!   lock, as for any entry of another's, with a message that names the
+//!   entry's path, and leaves everything as it was:
 //!   the entry, its content, the lock directory at its path, nothing
 //!   renamed aside. A leftover of that name that is a file of the lock
 //!   directory's owner (`lockcore-web` here, who made the lock and whose
@@ -16,8 +17,11 @@
 //!   releases it.
 //! * `a_symlink_called_owner_makes_the_directory_no_lock`: a lock directory
 //!   whose `owner` is a symlink (to a victim file) is `NotALock`
-//!   for every operation, not `Symlink`: the lock path is a directory. The
-//!   link and its target are left as they are, long past the TTL.
+//!   for every operation, not `Symlink`: the lock path is a directory; the
+//!   message names `owner`. The link and its target are left as they are,
+//!   long past the TTL.
+//! * `a_long_entry_name_is_cut_in_the_message`: an entry whose name is longer
+//!   than an error keeps is named by its start and `...`.
 
 mod common;
 
@@ -66,7 +70,7 @@ fn another_users_entry_under_a_prolongs_name_is_never_removed() {
         let err = lock.release(Duration::ZERO).expect_err(what);
         assert_eq!((err.kind(), err.file()), (ErrorKind::NotALock, Some(FileRole::Lock)), "{what}: {err:?}");
         let message = lock.describe(&err).to_string();
-        assert!(message.starts_with(&format!("{}: ", lock_dir.display())), "{what}: {message}");
+        assert!(message.starts_with(&format!("{}: ", planted.display())), "{what}: {message}");
         assert_eq!(tree(&lock_dir), before, "{what}: the lock directory was changed");
         assert_eq!(helper_names(dir.path(), "lk"), Vec::<String>::new(), "{what}: renamed aside");
     }
@@ -111,5 +115,26 @@ fn a_symlink_called_owner_makes_the_directory_no_lock() {
     );
     let refused = Err(ErrorKind::NotALock);
     assert_eq!(kinds, (refused, refused, refused));
+    let err = lock.try_acquire().unwrap_err();
+    let message = lock.describe(&err).to_string();
+    assert!(message.starts_with(&format!("{}: ", lock_dir.join("owner").display())), "{message}");
     assert_eq!((tree(&lock_dir), tree(&victim)), before, "changed");
+}
+
+/// A name too long to keep whole in an error is cut in the message, and
+/// says so.
+#[test]
+fn a_long_entry_name_is_cut_in_the_message() {
+    let dir = TestDir::new("mkdir-entries");
+    let spec = format!("mkdir:{}/lk?mode=0666", dir.path().display());
+    let mut holder = open_lock(&spec);
+    holder.try_acquire().unwrap();
+    let name = "n".repeat(200);
+    fs::write(dir.join("lk").join(&name), b"").unwrap();
+    let mut other = open_lock(&spec);
+    let err = other.try_acquire().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotALock);
+    let message = other.describe(&err).to_string();
+    let named = format!("{}/{}...: ", dir.join("lk").display(), &name[..lockcore::ENTRY_NAME_CAPACITY]);
+    assert!(message.starts_with(&named), "{message}");
 }

@@ -22,7 +22,7 @@
 use core::ffi::CStr;
 
 use crate::clock::WallTime;
-use crate::error::{Error, FileError, FileRole};
+use crate::error::{EntryName, Error, FileError, FileRole};
 use crate::files::{self, helper_path, rename_into_place, CREATE_NEW_FLAGS, READ_RECORD_FLAGS};
 use crate::record::{parse_lock_file, LockFileContent, Record, Stamp, Unrecognised, RECORD_CAPACITY};
 use crate::spec::Spec;
@@ -44,7 +44,8 @@ enum Entries {
     /// Our record, and perhaps the new record of a prolong that died
     /// before its rename (`owner.<32 hex digits>`, [`made_here`]).
     OnlyOurs,
-    Other,
+    /// Something else, named by the first entry that shows it.
+    Other(EntryName),
 }
 
 /// Whether `name` is a record being written beside `owner` by a prolong.
@@ -73,21 +74,27 @@ fn made_here(dir: &Fd, dir_owner: u32, name: &[u8]) -> bool {
 }
 
 fn entries(dir: &Fd, dir_owner: u32) -> Result<Entries, Error> {
-    let (mut record, mut other, mut any) = (false, false, false);
+    let (mut record, mut any) = (false, false);
+    let (mut other, mut helper) = (None, None);
     sys::each_dir_entry(dir, |name| {
         any = true;
         if name == RECORD_NAME.to_bytes() {
             record = true;
-        } else if !(is_record_helper(name) && made_here(dir, dir_owner, name)) {
-            other = true;
+        } else if is_record_helper(name) && made_here(dir, dir_owner, name) {
+            helper = Some(EntryName::new(name));
+        } else {
+            other = Some(EntryName::new(name));
         }
-        !other
+        other.is_none()
     })
     .map_err(|e| FileError::io(FileRole::Lock, e))?;
-    Ok(match (any, record, other) {
-        (false, _, _) => Entries::Empty,
-        (true, true, false) => Entries::OnlyOurs,
-        _ => Entries::Other,
+    // A prolong's new record without the record it was to replace is no
+    // lock of ours either.
+    let foreign = other.or(if record { None } else { helper });
+    Ok(match (any, foreign) {
+        (false, _) => Entries::Empty,
+        (true, Some(name)) => Entries::Other(name),
+        (true, None) => Entries::OnlyOurs,
     })
 }
 
@@ -111,18 +118,18 @@ impl LockStore for Mkdir {
         };
         let holding = match listed {
             Entries::Empty => Holding::Foreign { pid: 0, host: None, rule: ForeignRule::Anonymous },
-            Entries::Other => return Err(Error::not_a_lock(FileRole::Lock)),
+            Entries::Other(name) => return Err(Error::not_a_lock_for_entry(name)),
             Entries::OnlyOurs => {
                 let fd = match sys::openat(&dir, RECORD_NAME, READ_RECORD_FLAGS, 0) {
                     Ok(fd) => fd,
                     // A symlink called `owner`, which O_NOFOLLOW refuses:
                     // the lock path is a directory, with no record of ours.
-                    Err(Errno::ELOOP) => return Err(Error::not_a_lock(FileRole::Lock)),
+                    Err(Errno::ELOOP) => return Err(not_our_record()),
                     Err(e) => return Err(FileError::from_errno(FileRole::Lock, &self.lock, e)),
                 };
                 let record_stat = sys::fstat(&fd).map_err(|e| FileError::io(FileRole::Lock, e))?;
                 if !record_stat.is_file() {
-                    return Err(Error::not_a_lock(FileRole::Lock));
+                    return Err(not_our_record());
                 }
                 cx.sharing.check(FileRole::Lock, &record_stat)?;
                 let mut bytes = [0u8; RECORD_CAPACITY + 1];
@@ -132,7 +139,7 @@ impl LockStore for Mkdir {
                     Err(Unrecognised::Corrupt(kind)) => Holding::Corrupt(kind),
                     // A file called `owner` that is not our record: someone's
                     // directory, not a lock.
-                    Ok(_) | Err(Unrecognised::NotALock) => return Err(Error::not_a_lock(FileRole::Lock)),
+                    Ok(_) | Err(Unrecognised::NotALock) => return Err(not_our_record()),
                 }
             }
         };
@@ -200,6 +207,11 @@ impl LockStore for Mkdir {
     fn path(&self) -> &CPath {
         &self.lock
     }
+}
+
+/// A lock directory whose `owner` is not a record of ours.
+fn not_our_record() -> Error {
+    Error::not_a_lock_for_entry(EntryName::new(RECORD_NAME.to_bytes()))
 }
 
 fn write_record(dir: &Fd, name: &CStr, record: &Record, mode: u32) -> Result<(), Error> {
