@@ -573,6 +573,7 @@ lock_result lock_open(const char *spec, lock_handle **handle_out);
  * fork() the parent's lock is left held.
  *
  * Returns: `LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
+ * `LOCK_ERR_HANDLE_IN_USE`,
  * `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
  * `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
  * `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
@@ -588,7 +589,9 @@ lock_result lock_open(const char *spec, lock_handle **handle_out);
  * A lost callback of the handle's watchdog (`lock_autorenew`) that is
  * running on the watchdog's thread is waited for, even one that stopped the
  * watchdog itself; from the moment `lock_close` begins, the callback's
- * calls on this handle answer `LOCK_ERR_HANDLE_IN_USE`.
+ * calls on this handle answer `LOCK_ERR_HANDLE_IN_USE`. Made from a warning
+ * or cancel callback of a call on this very handle, which still uses it,
+ * `lock_close` answers `LOCK_ERR_HANDLE_IN_USE` and frees nothing.
  *
  * # Safety
  * `handle` is NULL or came from `lock_open` and was not closed yet; no other

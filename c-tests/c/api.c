@@ -555,6 +555,43 @@ static bool warnings(const struct strategy *s, const char *dir) {
     return true;
 }
 
+/* lock_close made from a warning callback of a wait on the same handle:
+ * the wait is still using the handle, so the close answers
+ * LOCK_ERR_HANDLE_IN_USE and frees nothing; the handle works on. */
+struct close_from_warning {
+    lock_handle *h;
+    int closed; /* what the callback's lock_close answered; -1 before */
+};
+
+static void close_own_handle_from_warning(void *context, uint64_t waited_ms) {
+    (void)waited_ms;
+    struct close_from_warning *how = context;
+    if (how->closed == -1) how->closed = (int)lock_close(how->h);
+}
+
+static bool close_from_a_warning(const struct strategy *s, const char *dir) {
+    lock_handle *holder = NULL, *waiter = NULL;
+    OPEN(holder, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
+    OPEN(waiter, s, dir, "wmin=20ms&wafter=20ms");
+    struct close_from_warning how = {waiter, -1};
+    CHECK_RC(lock_set_warning(waiter, close_own_handle_from_warning, &how), LOCK_OK);
+    CHECK_RC(lock_acquire(waiter, 200, NULL), LOCK_TIMEOUT);
+    CHECK_MSG(how.closed == LOCK_ERR_HANDLE_IN_USE, "lock_close from a warning of its own wait answered %d %s",
+              how.closed, rc_name(how.closed));
+    CHECK_RC(lock_release(holder, 0), LOCK_OK);
+    CHECK_RC(lock_set_warning(waiter, NULL, NULL), LOCK_OK);
+    CHECK_RC(lock_try_acquire(waiter, NULL), LOCK_OK);
+    CHECK_RC(lock_release(waiter, 0), LOCK_OK);
+    CLOSE(waiter);
+    CLOSE(holder);
+    return true;
+}
+
+static bool test_close_from_a_warning_of_its_own_wait(void) {
+    return for_each_strategy(close_from_a_warning);
+}
+
 static bool test_warning_callback(void) {
     return for_each_strategy(warnings);
 }
@@ -1461,13 +1498,14 @@ static int thread_count(void) {
     return count;
 }
 
-static bool test_close_waits_for_a_lost_callback_in_a_call(void) {
-    char dir[HARNESS_PATH_MAX];
-    CHECK(make_temp_dir(dir, sizeof dir, "close-waits"));
-    SCHEME(s, "lease");
-    lock_handle *h = NULL, *thief = NULL;
-    OPEN(h, s, dir, "ttl=300ms");
-    OPEN(thief, s, dir, NULL);
+/* The handles, opened but not used yet, of one round of the case below. */
+struct close_waits_handles {
+    lock_handle *h, *thief;
+};
+
+static bool close_waits_for_lost_callback(void *arg) {
+    const struct close_waits_handles *with = arg;
+    lock_handle *h = with->h, *thief = with->thief;
     int entered[2];
     CHECK(pipe(entered) == 0);
     struct wait_on_lost how = {h, -1, -1, 0, entered[1]};
@@ -1499,6 +1537,24 @@ static bool test_close_waits_for_a_lost_callback_in_a_call(void) {
     for (int waited_ms = 0; thread_count() > 1 && waited_ms < 5000; waited_ms++) sleep_ms(1);
     CHECK_MSG(thread_count() == 1, "the watchdog's thread is still running: %d threads", thread_count());
     return true;
+}
+
+/* Once here, and once in a child of fork() through handles its parent
+ * opened and never used, which the child may use as its own. */
+static bool test_close_waits_for_a_lost_callback_in_a_call(void) {
+    char dir[HARNESS_PATH_MAX];
+    CHECK(make_temp_dir(dir, sizeof dir, "close-waits"));
+    SCHEME(s, "lease");
+    struct close_waits_handles here = {NULL, NULL}, inherited = {NULL, NULL};
+    OPEN(here.h, s, dir, "ttl=300ms");
+    OPEN(here.thief, s, dir, NULL);
+    if (!close_waits_for_lost_callback(&here)) return false;
+    OPEN(inherited.h, s, dir, "ttl=300ms");
+    OPEN(inherited.thief, s, dir, NULL);
+    bool child_ok = in_child_with_deadline(close_waits_for_lost_callback, &inherited, 30);
+    CLOSE(inherited.h);
+    CLOSE(inherited.thief);
+    return child_ok;
 }
 
 /* fork() while a watchdog runs: the child has the handle, not the thread.
@@ -1738,6 +1794,7 @@ static const struct test_case CASES[] = {
     {"test_lost_callback_stops_own_watchdog", test_lost_callback_stops_own_watchdog},
     {"test_lost_callback_closes_own_handle", test_lost_callback_closes_own_handle},
     {"test_close_waits_for_a_lost_callback_in_a_call", test_close_waits_for_a_lost_callback_in_a_call},
+    {"test_close_from_a_warning_of_its_own_wait", test_close_from_a_warning_of_its_own_wait},
     {"test_fork_child_closes_renewed_handle", test_fork_child_closes_renewed_handle},
     {"test_fork_while_another_thread_calls", test_fork_while_another_thread_calls},
     {"test_killed_holder", test_killed_holder},

@@ -93,7 +93,7 @@ pub unsafe extern "C" fn lock_autorenew(
 ) -> lock_result {
     ffi_export!(lock_autorenew, claim(handle), |claimed| {
         let lost = lost.map(|callback| LostCallback { callback, context });
-        let gate = claimed.lost_callback();
+        let gate = claimed.lost_callbacks();
         // The C callback hears of a lost lock only: an expired one is held
         // again, and goes on being renewed.
         let on_lapse = move |lapse| {
@@ -108,10 +108,9 @@ pub unsafe extern "C" fn lock_autorenew(
         // running watchdog running. Then the old one stops (and is waited
         // for) before the new one renews, so the two never overlap.
         let watchdog = Watchdog::paused(claimed.lock(), on_lapse).map_err(|e| not_started(claimed.lock(), e))?;
-        drop(claimed.watchdog().replace(watchdog));
-        if let Some(watchdog) = claimed.watchdog() {
-            watchdog.resume();
-        }
+        claimed.stop_watchdog();
+        let watchdog = claimed.watchdog().insert(watchdog);
+        watchdog.resume();
         Ok(lock_result::LOCK_OK)
     })
 }
@@ -127,7 +126,7 @@ pub unsafe extern "C" fn lock_autorenew(
 #[no_mangle]
 pub unsafe extern "C" fn lock_autorenew_stop(handle: *mut lock_handle) -> lock_result {
     ffi_export!(lock_autorenew_stop, claim(handle), |claimed| {
-        drop(claimed.watchdog().take());
+        claimed.stop_watchdog();
         Ok(lock_result::LOCK_OK)
     })
 }

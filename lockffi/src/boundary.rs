@@ -93,15 +93,9 @@ macro_rules! ffi_export {
             $crate::result::lock_result::LOCK_OK
         } else {
             $crate::boundary::call(stringify!($name), || {
-                // SAFETY: by the export's contract the pointer came from
-                // Box::into_raw in lock_open and is given back exactly once,
-                // here; once `quiesce` has returned no other thread (the
-                // watchdog's lost callback, which may be in a call on it) is
-                // inside it, and none can get in.
-                let $owned = unsafe {
-                    (*$handle).quiesce();
-                    Box::from_raw($handle)
-                };
+                // Not null, checked above; by the export's contract it came
+                // from Box::into_raw in lock_open and is given back once.
+                let $owned = std::ptr::NonNull::new($handle).expect("checked not null");
                 $body
             })
         }

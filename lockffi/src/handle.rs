@@ -2,7 +2,8 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -75,67 +76,79 @@ pub struct lock_handle {
     /// Reached only through [`lock_handle::claim`], which makes the access
     /// exclusive.
     lock: UnsafeCell<Lock>,
-    in_use: AtomicBool,
+    /// The process in a call on the handle ([`process_id`]), or 0.
+    in_use: AtomicU64,
+    /// The thread in that call, once it has written it here, or 0: what
+    /// tells `lock_close` made from a callback of the call it would wait for.
+    caller_thread: AtomicU64,
     pub(crate) warning: UnsafeCell<Option<Warning>>,
     pub(crate) cancel: UnsafeCell<Option<Cancel>>,
-    /// Whether the watchdog's lost callback is running.
-    lost_callback: Arc<CallbackGate>,
-    /// The process that made the handle: in a child of fork() no thread is
-    /// left inside it, whatever `in_use` and `lost_callback` say.
-    made_by: Process,
+    /// The watchdogs' lost callbacks running.
+    lost_callbacks: Arc<CallbackGate>,
 }
 
-/// A process, told from its children of fork(): its incarnation (see
-/// `lockcore::process_incarnation`) and its pid, which stands in where no
-/// incarnation can be had.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Process(Option<u64>, i32);
-
-impl Process {
-    fn this() -> Process {
-        // SAFETY: getpid has no preconditions and cannot fail.
-        Process(lockcore::process_incarnation(), unsafe { libc::getpid() })
-    }
+/// This process, told from its children of fork(): its incarnation (see
+/// `lockcore::process_incarnation`), or where none can be had its pid;
+/// never 0.
+fn process_id() -> u64 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    lockcore::process_incarnation().unwrap_or_else(|| (1 << 63) | u64::from(unsafe { libc::getpid() } as u32))
 }
 
-/// Whether the watchdog's lost callback is running, and on which thread.
-/// `lock_close` made on another thread waits for it to return: the callback
-/// may make calls on the handle, and once it has stopped the watchdog
-/// itself (its `lock_prolong` or `lock_release` found the lock lost), no
-/// join of the watchdog's thread waits for it any more.
+/// This thread, as a number.
+fn thread_id() -> u64 {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+/// The lost callbacks of a handle's watchdogs that are running, by process
+/// and thread. A call that stops a watchdog, and `lock_close`, made on
+/// another thread, wait for them to return: a callback may make calls on
+/// the handle, and once it has stopped its own watchdog (its `lock_prolong`
+/// or `lock_release` found the lock lost) no join of the watchdog's thread
+/// waits for it any more. A callback may start another watchdog, whose
+/// callback may run at the same time: each is counted.
 pub(crate) struct CallbackGate {
-    running_on: Mutex<Option<libc::pthread_t>>,
+    running: Mutex<Vec<(u64, u64)>>,
     returned: Condvar,
 }
 
 impl CallbackGate {
     fn new() -> CallbackGate {
-        CallbackGate { running_on: Mutex::new(None), returned: Condvar::new() }
+        CallbackGate { running: Mutex::new(Vec::new()), returned: Condvar::new() }
     }
 
-    /// Runs `callback` on this thread, marked as running.
+    fn running(&self) -> std::sync::MutexGuard<'_, Vec<(u64, u64)>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `callback` on this thread, counted as running.
     pub(crate) fn run(&self, callback: impl FnOnce()) {
-        // SAFETY: pthread_self has no preconditions and cannot fail.
-        *self.running_on.lock().unwrap_or_else(PoisonError::into_inner) = Some(unsafe { libc::pthread_self() });
+        let me = (process_id(), thread_id());
+        self.running().push(me);
         callback();
-        *self.running_on.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let mut running = self.running();
+        if let Some(at) = running.iter().position(|&entry| entry == me) {
+            running.swap_remove(at);
+        }
+        drop(running);
         self.returned.notify_all();
     }
 
-    /// Waits until the callback is not running, unless it runs on this very
-    /// thread (it is closing its own handle).
-    fn wait_unless_inside(&self) {
-        // SAFETY: pthread_self has no preconditions and cannot fail.
-        let me = unsafe { libc::pthread_self() };
-        let mut running_on = self.running_on.lock().unwrap_or_else(PoisonError::into_inner);
-        while running_on.is_some_and(|thread| thread != me) {
-            running_on = self.returned.wait(running_on).unwrap_or_else(PoisonError::into_inner);
+    /// Waits until no callback runs in this process but on this very thread
+    /// (one closing or stopping its own watchdog). Those of another process
+    /// (a parent's, running when it forked) are not in this one.
+    pub(crate) fn wait_unless_inside(&self) {
+        let (process, thread) = (process_id(), thread_id());
+        let mut running = self.running();
+        while running.iter().any(|&(p, t)| p == process && t != thread) {
+            running = self.returned.wait(running).unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
 
-/// How long `lock_close` sleeps between looks while another thread is in a
-/// call on the handle (a lost callback's): that call ends by its deadline.
+/// How long `lock_close` sleeps between looks while another thread of this
+/// process is in a call on the handle (a lost callback's).
 const CLOSE_WAITS_FOR_A_CALL: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Copy)]
@@ -158,66 +171,82 @@ impl lock_handle {
             at_exit: UnsafeCell::new(None),
             watchdog: UnsafeCell::new(None),
             lock: UnsafeCell::new(lock),
-            in_use: AtomicBool::new(false),
+            in_use: AtomicU64::new(0),
+            caller_thread: AtomicU64::new(0),
             warning: UnsafeCell::new(None),
             cancel: UnsafeCell::new(None),
-            lost_callback: Arc::new(CallbackGate::new()),
-            made_by: Process::this(),
+            lost_callbacks: Arc::new(CallbackGate::new()),
         }
     }
 
-    /// Waits until no other thread is in a call on the handle, and claims it
-    /// for good: what `lock_close` does first, before anything of the handle
-    /// is touched, so that a lost callback running on the watchdog's thread
-    /// is never inside the handle as it is freed (its calls answer
-    /// `LOCK_ERR_HANDLE_IN_USE` from here on). In a child of fork() nothing
-    /// is waited for: the threads that were in calls were not copied.
-    pub fn quiesce(&self) {
-        if self.made_by != Process::this() {
-            return;
-        }
-        while self.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            std::thread::sleep(CLOSE_WAITS_FOR_A_CALL);
-        }
-    }
-
-    /// What `lock_close` does before the handle is freed: unregisters it
-    /// from the release at exit, stops the watchdog (waiting for it), then
-    /// releases a lock this process holds, and answers how that went. A
-    /// release that failed is not tried again when the lock is dropped:
-    /// its error is the answer.
-    pub fn close(self: Box<Self>) -> Result<lock_result, Failure> {
-        let mut this = self;
+    /// `lock_close`: claims the handle for good, waiting while another
+    /// thread of this process is in a call on it (a lost callback's); unregisters
+    /// it from the release at exit; stops the watchdog (waiting for it) and
+    /// waits for a lost callback that still runs; releases a lock this
+    /// process holds; frees the handle; and answers how the release went.
+    /// A release that failed is not tried again when the lock is dropped:
+    /// its error is the answer. Made from a callback of a call on this very
+    /// handle, on the thread of that call: `LOCK_ERR_HANDLE_IN_USE`, and
+    /// nothing is freed.
+    ///
+    /// # Safety
+    /// `handle` came from `Box::into_raw` in `lock_open`, is given back
+    /// once, and no thread but a lost callback uses it during or after this.
+    pub unsafe fn close(handle: NonNull<lock_handle>) -> Result<lock_result, Failure> {
+        // Reached through a shared reference until every other thread is out
+        // of it: only then is it owned again, and freed.
+        // SAFETY: live until the Box below is dropped, by the contract.
+        let this = unsafe { handle.as_ref() };
+        let mut claimed = this.claim_for_close()?;
         // Unregistered first, so that the exit handler cannot reach the
         // handle once it is freed; the watchdog is stopped after, without
         // the exit handler's list locked, since its lost callback may need
         // it.
-        drop(this.at_exit.get_mut().take());
-        drop(this.watchdog.get_mut().take());
-        // A callback that stopped its own watchdog is not joined above.
-        if this.made_by == Process::this() {
-            this.lost_callback.wait_unless_inside();
-        }
-        let lock = this.lock.get_mut();
-        if lock.held_here().is_err() {
-            return Ok(lock_result::LOCK_OK);
-        }
-        let released = lock.release(std::time::Duration::ZERO);
-        match released.at(lock) {
-            Ok(outcome) => Ok(outcome.into()),
-            Err(failure) => {
-                lock.forget();
-                Err(failure)
+        claimed.leave_release_at_exit();
+        drop(claimed.watchdog().take());
+        this.lost_callbacks.wait_unless_inside();
+        let answer = claimed.release_for_close();
+        // Claimed for good: the handle goes.
+        std::mem::forget(claimed);
+        // SAFETY: from Box::into_raw, by the contract; no other thread is in
+        // it or can get in (the claim above is never given back).
+        drop(unsafe { Box::from_raw(handle.as_ptr()) });
+        answer
+    }
+
+    /// The claim `lock_close` makes, waiting while another thread of this
+    /// process is in a call. One left by a thread of another process (the
+    /// parent that forked while in a call) is taken over: nothing will
+    /// give it back here.
+    fn claim_for_close(&self) -> Result<Claimed<'_>, Failure> {
+        let me = process_id();
+        loop {
+            match self.in_use.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(other) if other != me => {
+                    if self.in_use.compare_exchange(other, me, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                        break;
+                    }
+                }
+                // A caller of this process has it; if it is this very thread,
+                // the close comes from a callback of that call.
+                Err(_) if self.caller_thread.load(Ordering::Acquire) == thread_id() => {
+                    return Err(Failure::Code(lock_result::LOCK_ERR_HANDLE_IN_USE));
+                }
+                Err(_) => std::thread::sleep(CLOSE_WAITS_FOR_A_CALL),
             }
         }
+        self.caller_thread.store(thread_id(), Ordering::Release);
+        Ok(Claimed { handle: self })
     }
 
     /// Exclusive access for one call. A second thread calling at the same
     /// moment gets `LOCK_ERR_HANDLE_IN_USE` instead of a data race.
     pub fn claim(&self) -> Result<Claimed<'_>, Failure> {
         self.in_use
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(0, process_id(), Ordering::Acquire, Ordering::Relaxed)
             .map_err(|_| Failure::Code(lock_result::LOCK_ERR_HANDLE_IN_USE))?;
+        self.caller_thread.store(thread_id(), Ordering::Release);
         Ok(Claimed { handle: self })
     }
 }
@@ -245,9 +274,16 @@ impl Claimed<'_> {
         unsafe { &mut *self.handle.cancel.get() }
     }
 
-    /// Marks the watchdog's lost callback as running (see [`CallbackGate`]).
-    pub(crate) fn lost_callback(&self) -> Arc<CallbackGate> {
-        Arc::clone(&self.handle.lost_callback)
+    /// Where the watchdogs' lost callbacks are counted ([`CallbackGate`]).
+    pub(crate) fn lost_callbacks(&self) -> Arc<CallbackGate> {
+        Arc::clone(&self.handle.lost_callbacks)
+    }
+
+    /// Stops the watchdog, waiting for its thread and for any lost callback
+    /// still running on another thread, so that none runs once this returns.
+    pub(crate) fn stop_watchdog(&mut self) {
+        drop(self.watchdog().take());
+        self.handle.lost_callbacks.wait_unless_inside();
     }
 
     pub(crate) fn watchdog(&mut self) -> &mut Option<Watchdog> {
@@ -267,11 +303,32 @@ impl Claimed<'_> {
     }
 
     /// Unregisters the handle, which holds nothing now, from the release at
-    /// exit, and stops its watchdog (waiting for it).
+    /// exit, and stops its watchdog (waiting for it, and for its callback).
     pub fn holds_nothing(&mut self) {
-        drop(self.watchdog().take());
+        self.stop_watchdog();
+        self.leave_release_at_exit();
+    }
+
+    /// Unregisters the handle from the release at exit.
+    fn leave_release_at_exit(&mut self) {
         // SAFETY: exclusive for the same reason as `lock`.
         drop(unsafe { &mut *self.handle.at_exit.get() }.take());
+    }
+
+    /// `lock_close`'s release of a lock this process holds, and its answer.
+    fn release_for_close(&mut self) -> Result<lock_result, Failure> {
+        let lock = self.lock();
+        if lock.held_here().is_err() {
+            return Ok(lock_result::LOCK_OK);
+        }
+        let released = lock.release(std::time::Duration::ZERO);
+        match released.at(lock) {
+            Ok(outcome) => Ok(outcome.into()),
+            Err(failure) => {
+                lock.forget();
+                Err(failure)
+            }
+        }
     }
 }
 
@@ -310,7 +367,10 @@ impl ReleaseAtExit for HandleAtExit {
 
 impl Drop for Claimed<'_> {
     fn drop(&mut self) {
-        self.handle.in_use.store(false, Ordering::Release);
+        // The thread first: whoever sees the handle claimed next never sees
+        // this thread as its caller.
+        self.handle.caller_thread.store(0, Ordering::Release);
+        self.handle.in_use.store(0, Ordering::Release);
     }
 }
 

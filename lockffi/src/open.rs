@@ -88,6 +88,7 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
 /// fork() the parent's lock is left held.
 ///
 /// Returns: `LOCK_OK`, `LOCK_EXPIRED`, `LOCK_LOST`, `LOCK_BUSY`,
+/// `LOCK_ERR_HANDLE_IN_USE`,
 /// `LOCK_ERR_UNSUPPORTED`, `LOCK_ERR_PATH_TOO_LONG`, `LOCK_ERR_NOT_FOUND`,
 /// `LOCK_ERR_PERMISSION`, `LOCK_ERR_SYMLINK`, `LOCK_ERR_NOT_A_LOCK`,
 /// `LOCK_ERR_CORRUPT_RECORD`, `LOCK_ERR_RECORD_TOO_LONG`,
@@ -103,14 +104,17 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
 /// A lost callback of the handle's watchdog (`lock_autorenew`) that is
 /// running on the watchdog's thread is waited for, even one that stopped the
 /// watchdog itself; from the moment `lock_close` begins, the callback's
-/// calls on this handle answer `LOCK_ERR_HANDLE_IN_USE`.
+/// calls on this handle answer `LOCK_ERR_HANDLE_IN_USE`. Made from a warning
+/// or cancel callback of a call on this very handle, which still uses it,
+/// `lock_close` answers `LOCK_ERR_HANDLE_IN_USE` and frees nothing.
 ///
 /// # Safety
 /// `handle` is NULL or came from `lock_open` and was not closed yet; no other
 /// thread uses it during or after this call, but that lost callback.
 #[no_mangle]
 pub unsafe extern "C" fn lock_close(handle: *mut lock_handle) -> lock_result {
-    ffi_export!(lock_close, take(handle), |owned| { owned.close() })
+    // SAFETY: the pointer's contract is this export's own.
+    ffi_export!(lock_close, take(handle), |owned| { unsafe { lock_handle::close(owned) } })
 }
 
 #[cfg(test)]

@@ -269,6 +269,10 @@ fn the_lists_hold_what_the_source_of_each_export_answers() {
         if form == Some("claim") {
             expected.extend([LOCK_ERR_NULL_ARGUMENT, LOCK_ERR_FORKED, LOCK_ERR_HANDLE_IN_USE]);
         }
+        if form == Some("take") {
+            // Made from a callback of a call on the same handle.
+            expected.push(LOCK_ERR_HANDLE_IN_USE);
+        }
         if has("required") {
             expected.push(LOCK_ERR_NULL_ARGUMENT);
         }
@@ -282,7 +286,7 @@ fn the_lists_hold_what_the_source_of_each_export_answers() {
             }
         }
         if form == Some("take") {
-            for code in [LOCK_ERR_NULL_ARGUMENT, LOCK_ERR_FORKED, LOCK_ERR_HANDLE_IN_USE] {
+            for code in [LOCK_ERR_NULL_ARGUMENT, LOCK_ERR_FORKED] {
                 if listed.contains(&code) {
                     problems.push(format!("{name}: lists {code:?}, which a call that takes its handle never answers"));
                 }

@@ -186,7 +186,8 @@ fn the_usual_outcomes_and_misuses_on_a_server_lock_are_in_the_lists() {
             &[LOCK_ERR_UNSUPPORTED],
         );
         codes.check("lock_path", lock_path(holder, path.as_mut_ptr(), 0, &mut path_len), &[LOCK_ERR_UNSUPPORTED]);
-        codes.check("lock_path", lock_path(holder, null_mut(), 0, null_mut()), &[LOCK_ERR_NULL_ARGUMENT]);
+        codes.check("lock_path", lock_path(holder, null_mut(), 0, null_mut()), &[LOCK_ERR_UNSUPPORTED]);
+        codes.check("lock_path", lock_path(holder, null_mut(), 1, null_mut()), &[LOCK_ERR_NULL_ARGUMENT]);
         codes.check("lock_inspect", lock_inspect(holder, null_mut()), &[LOCK_ERR_NULL_ARGUMENT]);
         codes.check("lock_inspect", lock_inspect(other, info.as_mut_ptr()), &[LOCK_OK]);
         codes.check("lock_release", lock_release(holder, TOO_LONG_MS), &[LOCK_ERR_INVALID_ARGUMENT]);
