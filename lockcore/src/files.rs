@@ -352,6 +352,9 @@ fn is_of_one_host(kind: i64) -> bool {
         0x7375_7245, // Coda
         0x6573_5546, // FUSE
         0x4750_4653, // GPFS
+        0x1983_0326, // BeeGFS
+        0x2003_0528, // OrangeFS
+        0x786f_4256, // VirtualBox shared folders
     ];
     !SHARED_WITH_OTHER_HOSTS.contains(&kind)
 }

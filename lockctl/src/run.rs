@@ -322,9 +322,9 @@ fn finish(
             Ok(code)
         }
         Ok(ReleaseOutcome::Lost) => {
-            // Lost before its ttl ran out (or with none): it was broken
-            // (`lockctl break`, an operator) or its file removed.
-            let ran_out = lock.spec().options.ttl.is_some_and(|ttl| acquired_at.elapsed() >= ttl);
+            // Lost before its ttl ran out, with none, or while renewed: it
+            // was broken (`lockctl break`, an operator) or its file removed.
+            let ran_out = !options.autorenew && lock.spec().options.ttl.is_some_and(|ttl| acquired_at.elapsed() >= ttl);
             let how = match ran_out {
                 true => "it ran past the ttl and someone else took the lock; what the command did after the ttl",
                 false => {

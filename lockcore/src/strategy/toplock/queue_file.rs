@@ -201,7 +201,12 @@ impl QueueFile {
     /// This process's boot, without which it can neither tell a queue of
     /// an earlier boot from one in use on another clock, nor write a
     /// header that lets others tell: refused before any file is touched.
-    fn own_boot(&self, cx: &Context<'_>) -> Result<OwnBoot, Error> {
+    fn own_boot(&mut self, cx: &Context<'_>) -> Result<OwnBoot, Error> {
+        // Read again while unknown: one failed read (no descriptor free at
+        // the time) must not refuse this handle for good.
+        if self.kernel_boot.is_none() {
+            self.kernel_boot = BootId::kernel();
+        }
         match (self.kernel_boot, cx.me.boot) {
             (Some(kernel), Some(clock)) => Ok(OwnBoot { kernel, clock }),
             _ => Err(Error::Unsupported(Unsupported::Here(
