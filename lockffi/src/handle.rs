@@ -4,7 +4,7 @@ use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lockcore::Lock;
@@ -107,32 +107,47 @@ fn thread_id() -> u64 {
 /// the handle, and once it has stopped its own watchdog (its `lock_prolong`
 /// or `lock_release` found the lock lost) no join of the watchdog's thread
 /// waits for it any more. A callback may start another watchdog, whose
-/// callback may run at the same time: each is counted.
+/// callback may run at the same time: each has a slot. Atomics, not a
+/// mutex: a child of fork() must never find one locked by a thread it did
+/// not inherit.
 pub(crate) struct CallbackGate {
-    running: Mutex<Vec<(u64, u64)>>,
-    returned: Condvar,
+    slots: [CallbackSlot; CALLBACK_SLOTS],
 }
+
+/// A running callback's process ([`process_id`]) and thread, or 0s.
+#[derive(Default)]
+struct CallbackSlot {
+    process: AtomicU64,
+    thread: AtomicU64,
+}
+
+/// How many lost callbacks of one handle may run at once: each is started
+/// by a watchdog that another's callback started, so a few at most.
+const CALLBACK_SLOTS: usize = 8;
 
 impl CallbackGate {
     fn new() -> CallbackGate {
-        CallbackGate { running: Mutex::new(Vec::new()), returned: Condvar::new() }
+        CallbackGate { slots: Default::default() }
     }
 
-    fn running(&self) -> std::sync::MutexGuard<'_, Vec<(u64, u64)>> {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Runs `callback` on this thread, counted as running.
+    /// Runs `callback` on this thread, in a slot of its own.
     pub(crate) fn run(&self, callback: impl FnOnce()) {
-        let me = (process_id(), thread_id());
-        self.running().push(me);
+        let process = process_id();
+        let slot = loop {
+            let free = self
+                .slots
+                .iter()
+                .find(|slot| slot.process.compare_exchange(0, process, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+            match free {
+                Some(slot) => break slot,
+                // Every slot taken by a callback that runs: one returns.
+                None => std::thread::sleep(CLOSE_WAITS_FOR_A_CALL),
+            }
+        };
+        slot.thread.store(thread_id(), Ordering::Release);
         callback();
-        let mut running = self.running();
-        if let Some(at) = running.iter().position(|&entry| entry == me) {
-            running.swap_remove(at);
-        }
-        drop(running);
-        self.returned.notify_all();
+        slot.thread.store(0, Ordering::Release);
+        slot.process.store(0, Ordering::Release);
     }
 
     /// Waits until no callback runs in this process but on this very thread
@@ -140,15 +155,17 @@ impl CallbackGate {
     /// (a parent's, running when it forked) are not in this one.
     pub(crate) fn wait_unless_inside(&self) {
         let (process, thread) = (process_id(), thread_id());
-        let mut running = self.running();
-        while running.iter().any(|&(p, t)| p == process && t != thread) {
-            running = self.returned.wait(running).unwrap_or_else(PoisonError::into_inner);
+        // A slot whose thread is not written yet (0) is another thread's.
+        while self.slots.iter().any(|slot| {
+            slot.process.load(Ordering::Acquire) == process && slot.thread.load(Ordering::Acquire) != thread
+        }) {
+            std::thread::sleep(CLOSE_WAITS_FOR_A_CALL);
         }
     }
 }
 
 /// How long `lock_close` sleeps between looks while another thread of this
-/// process is in a call on the handle (a lost callback's).
+/// process is in a call on the handle, or a lost callback runs.
 const CLOSE_WAITS_FOR_A_CALL: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Copy)]
