@@ -24,26 +24,13 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
 
+use common::counting::{count_as_child, count_in_processes, COUNTING_ROLE};
 use common::*;
-use lockcore::{ErrorKind, ReleaseOutcome, Scheme};
+use lockcore::{ErrorKind, Scheme};
 
 const PROCESSES: usize = 8;
 const CYCLES: usize = 40;
-/// Generous: the budget only turns a wedged lock into a failure.
-const BUDGET: Duration = Duration::from_secs(120);
-
-// Shared-memory slots.
-const GO: usize = 0;
-const READY: usize = 1;
-const INSIDE: usize = 2;
-const MAX_INSIDE: usize = 3;
-const OVERLAPS: usize = 4;
-const SEQ: usize = 5;
-const BAD_RELEASES: usize = 6;
-const FENCES: usize = 16;
 
 #[test]
 fn child_entry() {
@@ -51,26 +38,8 @@ fn child_entry() {
 }
 
 fn run_role(role: &str) {
-    assert_eq!(role, "counter");
-    let shm = Shm::open(var("SHM").as_ref());
-    let counter = PathBuf::from(var("COUNTER"));
-    let mut lock = open_lock(&var("SPEC"));
-    shm.at(READY).fetch_add(1, SeqCst);
-    shm.wait_gate(GO);
-    for _ in 0..var_usize("CYCLES") {
-        let acquired = lock.acquire(Some(BUDGET)).expect("acquire within the budget");
-        if shm.enter(INSIDE, MAX_INSIDE) != 0 {
-            shm.at(OVERLAPS).fetch_add(1, SeqCst);
-        }
-        let seq = shm.at(SEQ).fetch_add(1, SeqCst) as usize;
-        shm.at(FENCES + seq).store(acquired.fence, SeqCst);
-        let n: u64 = std::fs::read_to_string(&counter).unwrap().trim().parse().unwrap();
-        std::fs::write(&counter, format!("{}\n", n + 1)).unwrap();
-        shm.leave(INSIDE);
-        if lock.release(Duration::ZERO) != Ok(ReleaseOutcome::Released) {
-            shm.at(BAD_RELEASES).fetch_add(1, SeqCst);
-        }
-    }
+    assert_eq!(role, COUNTING_ROLE);
+    count_as_child();
 }
 
 /// Whether `scheme` is documented to refuse a file system that is not of
@@ -98,33 +67,7 @@ fn every_file_strategy_works_or_is_refused_on_fuse() {
             assert_eq!(entries(&mount.source), Vec::<String>::new(), "{spec}: files left behind");
             return;
         }
-        let shm = Shm::create(&dir.join("shm"));
-        let counter = mount.path().join("counter.txt");
-        std::fs::write(&counter, "0\n").unwrap();
-        let vars = [
-            ("SPEC", spec.clone()),
-            ("SHM", shm.path().display().to_string()),
-            ("COUNTER", counter.display().to_string()),
-            ("CYCLES", CYCLES.to_string()),
-        ];
-        let mut children = Children::new();
-        for _ in 0..PROCESSES {
-            children.push(spawn("counter", &vars));
-        }
-        wait_until("every counter at the gate", || shm.get(READY) == PROCESSES as u64 || children.any_exited());
-        shm.open_gate(GO);
-        children.expect_success("counters on FUSE");
-
-        let total = PROCESSES * CYCLES;
-        let count: usize = std::fs::read_to_string(&counter).unwrap().trim().parse().unwrap();
-        assert_eq!(shm.get(OVERLAPS), 0, "{spec}: two processes inside at once");
-        assert_eq!(shm.get(MAX_INSIDE), 1, "{spec}");
-        assert_eq!(shm.get(BAD_RELEASES), 0, "{spec}: a release did not say Released");
-        assert_eq!(count, total, "{spec}: lost updates");
-        let fences: Vec<u64> = (0..total).map(|i| shm.get(FENCES + i)).collect();
-        for pair in fences.windows(2) {
-            assert!(pair[0] < pair[1], "{spec}: fence {} then {}", pair[0], pair[1]);
-        }
+        count_in_processes(&spec, dir.path(), &mount.path().join("counter.txt"), PROCESSES, CYCLES);
         let lock_path = path_of(&open_lock(&spec));
         let turnstile = with_suffix(&lock_path, ".turnstile");
         assert!(!turnstile.exists(), "{spec}: a turnstile on FUSE, whose futex words reach nobody else");

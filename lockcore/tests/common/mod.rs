@@ -36,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lockcore::internals::Stamp;
 use lockcore::{Lock, Nonce, Owner, Record, WallTime};
+pub mod counting;
 pub mod files;
 pub mod shm_lock;
 pub mod users;
