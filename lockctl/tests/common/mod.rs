@@ -38,8 +38,26 @@ pub const DATA: i32 = 65;
 pub const UNAVAILABLE: i32 = 69;
 pub const TEMP_FAIL: i32 = 75;
 
+/// The binary, as a command whose SIGTERM, SIGINT and SIGHUP are not
+/// ignored: a test started in the background by a shell without job
+/// control inherits SIGINT ignored, and lockctl, rightly, neither undoes
+/// that nor passes on a signal it never gets.
 pub fn lockctl() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockctl"))
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+    // SAFETY: between fork and exec the closure calls only signal(2), which
+    // is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    command
 }
 
 /// A directory of its own for one scheme's run of one test, removed after.
