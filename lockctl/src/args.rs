@@ -140,12 +140,19 @@ const SIGNALS: &[(&str, libc::c_int)] = &[
     ("TERM", libc::SIGTERM),
 ];
 
-/// A signal by name (`TERM`, `SIGTERM`, `term`) or number (`15`).
+/// The signals that stop or continue a process rather than end it or ask
+/// it to: told to a command that no longer runs under the lock, they would
+/// leave it at its work, unprotected.
+const NOT_AN_END: [libc::c_int; 5] = [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU, libc::SIGCONT];
+
+/// A signal by name (`TERM`, `SIGTERM`, `term`) or number (`15`), as the
+/// names list them: by number too, none that stops or continues a process.
 pub fn signal(option: &str, text: &str) -> Result<libc::c_int, Failure> {
     let upper = text.to_ascii_uppercase();
     let name = upper.strip_prefix("SIG").unwrap_or(&upper);
     let by_name = SIGNALS.iter().find(|(known, _)| *known == name).map(|&(_, number)| number);
-    let by_number = text.parse::<libc::c_int>().ok().filter(|n| (1..=libc::SIGRTMAX()).contains(n));
+    let by_number =
+        text.parse::<libc::c_int>().ok().filter(|n| (1..=libc::SIGRTMAX()).contains(n) && !NOT_AN_END.contains(n));
     by_name.or(by_number).ok_or_else(|| {
         let names: Vec<&str> = SIGNALS.iter().map(|(name, _)| *name).collect();
         Failure::usage(format!("option '{option}' expects a signal ({} or a number), not '{text}'", names.join(", ")))
@@ -212,7 +219,8 @@ mod tests {
         assert_eq!(signal("--lost-signal", "TERM").unwrap(), libc::SIGTERM);
         assert_eq!(signal("--lost-signal", "sigkill").unwrap(), libc::SIGKILL);
         assert_eq!(signal("--lost-signal", "10").unwrap(), 10);
-        for bad in ["", "0", "TERMINATE", "999"] {
+        let stop = libc::SIGSTOP.to_string();
+        for bad in ["", "0", "TERMINATE", "999", "STOP", &stop] {
             assert_eq!(signal("--lost-signal", bad).unwrap_err().code, 64, "{bad:?}");
         }
         assert_eq!(signal_name(libc::SIGUSR1), "SIGUSR1");
