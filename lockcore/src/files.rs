@@ -326,13 +326,32 @@ pub fn open_file_on_one_host(fd: &Fd) -> bool {
     sys::fs_type_of_open(fd).is_ok_and(is_of_one_host)
 }
 
-/// Whether the directory of the file at `path` is known not to be
-/// [`on_one_host`]: asked before a file that could not be used there is
-/// made, so that none is left behind. `false` where the directory cannot
-/// be looked at: the open that follows says why, and the check of the file
-/// opened ([`open_file_on_one_host`]) has the last word.
-pub fn known_not_on_one_host(path: &CPath) -> bool {
-    CPath::from_parts(&[path.parent()]).is_ok_and(|dir| sys::fs_type_of(&dir).is_ok_and(|kind| !is_of_one_host(kind)))
+/// [`open_state_file`] for a file that only works [`on_one_host`] (one
+/// mapped shared, one rewritten in place with `O_APPEND` switched off):
+/// refused with [`Unsupported::Here`]`(what)` elsewhere. The directory is
+/// asked first, so that no file is made for nothing; where it cannot be
+/// looked at, the open says why, and the file opened has the last word.
+///
+/// [`Unsupported::Here`]: crate::error::Unsupported::Here
+pub fn open_state_file_on_one_host(
+    path: &CPath,
+    role: FileRole,
+    sharing: Sharing,
+    initial: &[u8],
+    flags: libc::c_int,
+    what: &'static str,
+) -> Result<(Fd, FileStat), Error> {
+    let refused = || Error::Unsupported(crate::error::Unsupported::Here(what));
+    let dir_elsewhere = CPath::from_parts(&[path.parent()])
+        .is_ok_and(|dir| sys::fs_type_of(&dir).is_ok_and(|kind| !is_of_one_host(kind)));
+    if dir_elsewhere {
+        return Err(refused());
+    }
+    let (fd, file) = open_state_file(path, role, sharing, initial, flags)?;
+    if !open_file_on_one_host(&fd) {
+        return Err(refused());
+    }
+    Ok((fd, file))
 }
 
 /// Whether a file system of this `statfs` type keeps its pages on one host.

@@ -278,15 +278,18 @@ impl GuardFile {
             Some((ref kept, ref opened)) if kept.is_reusable() => (kept, opened),
             _ => {
                 self.open = None;
-                let append_only = self.flags & libc::O_APPEND != 0;
-                if append_only && files::known_not_on_one_host(&self.path) {
-                    return Err(appends_not_kept());
-                }
                 let before = crate::kept::before_open();
-                let (fd, opened) = files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?;
-                if append_only && !files::open_file_on_one_host(&fd) {
-                    return Err(appends_not_kept());
-                }
+                let (fd, opened) = match self.flags & libc::O_APPEND {
+                    0 => files::open_state_file(&self.path, role, self.sharing, initial, self.flags)?,
+                    _ => files::open_state_file_on_one_host(
+                        &self.path,
+                        role,
+                        self.sharing,
+                        initial,
+                        self.flags,
+                        APPENDS_NOT_KEPT,
+                    )?,
+                };
                 let (kept, opened) = self.open.insert((KeptFd::keep(fd, before), opened));
                 (&*kept, &*opened)
             }
@@ -322,12 +325,8 @@ impl GuardFile {
 /// passes on to its server, whose own descriptor goes on appending: the
 /// rewrite lands at the end, and the cut that follows tears the log. Over
 /// NFS, appends from two hosts are not kept apart at all.
-fn appends_not_kept() -> Error {
-    Error::Unsupported(crate::error::Unsupported::Here(
-        "a toplock queue on a file system shared with other hosts or served from user space, \
-         which does not keep its appends and its rewrites in place apart",
-    ))
-}
+const APPENDS_NOT_KEPT: &str = "a toplock queue on a file system shared with other hosts or served from user space, \
+     which does not keep its appends and its rewrites in place apart";
 
 /// A file with its lock held; unlocked on drop.
 #[must_use = "the lock is released as soon as this is dropped"]

@@ -293,20 +293,15 @@ impl Shm {
             mapped.looked.set(RecentLook::made(now));
         } else {
             self.mapped = None;
-            // Each host would map a page of its own: two holders. Asked of
-            // the directory first, so that no file is made for nothing.
-            let elsewhere = || {
-                Error::Unsupported(crate::error::Unsupported::Here(
-                    "a shm lock on a file system shared with other hosts or served from user space",
-                ))
-            };
-            if files::known_not_on_one_host(&self.path) {
-                return Err(elsewhere());
-            }
-            let (fd, file) = files::open_state_file(&self.path, FileRole::Lock, self.sharing, &initial_content(), 0)?;
-            if !files::open_file_on_one_host(&fd) {
-                return Err(elsewhere());
-            }
+            // Each host would map a page of its own: two holders.
+            let (fd, file) = files::open_state_file_on_one_host(
+                &self.path,
+                FileRole::Lock,
+                self.sharing,
+                &initial_content(),
+                0,
+                "a shm lock on a file system shared with other hosts or served from user space",
+            )?;
             if file.size < FILE_LEN as u64 {
                 return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record));
             }
