@@ -8,9 +8,9 @@
 
 use std::ffi::OsString;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use lockcore::{Ability, Acquired, Error, Lock, ReleaseOutcome, Spec};
+use lockcore::{Ability, Acquired, Error, Lock, ReleaseOutcome, Spec, WallTime};
 use lockstd::{Lapse, StartError, Watchdog};
 
 use crate::args::{self, signal_name, Arg, Args};
@@ -160,14 +160,13 @@ pub fn run(args: Vec<OsString>) -> Result<u8, Failure> {
         return Err(Failure::usage("--autorenew renews a lock that has a ttl: give --ttl, or ttl= in the spec"));
     }
     let acquired = acquire(&mut lock, &spec, &options, &signals)?;
-    let acquired_at = Instant::now();
     if let Some(line) = took_over_line(&acquired, &options.label()).filter(|_| !options.quiet) {
         say(line);
     }
     // A flock lock's ttl is advisory: nobody can take it from a live
     // holder, so one run with --autorenew has nothing to report past it.
     let expiry_moot = options.quiet || (options.autorenew && !spec.scheme.breaks_stale_locks());
-    let release_then = |lock: &mut Lock, code| finish(lock, &options, &signals, code, expiry_moot, acquired_at);
+    let release_then = |lock: &mut Lock, code| finish(lock, &options, &signals, code, expiry_moot, acquired.expires);
 
     let renewal = match renew(&lock, &options, &signals) {
         Ok(renewal) => renewal,
@@ -290,7 +289,7 @@ fn renew(lock: &Lock, options: &Options, signals: &Signals) -> Result<Option<Wat
 /// Releases the lock after the command and gives lockctl's status: the
 /// command's `code`, unless the lock was lost meanwhile or the release failed.
 /// `expiry_moot`: a release past the ttl goes without a warning.
-/// `acquired_at`: when the lock was taken, to tell a lock that ran past its
+/// `expires`: when the lock taken ran out, to tell a lock that ran past its
 /// ttl from one broken before it.
 fn finish(
     lock: &mut Lock,
@@ -298,7 +297,7 @@ fn finish(
     signals: &Signals,
     code: u8,
     expiry_moot: bool,
-    acquired_at: Instant,
+    expires: Option<WallTime>,
 ) -> Result<u8, Failure> {
     let released = lock.release(options.cooldown);
     let label = options.label();
@@ -324,7 +323,7 @@ fn finish(
         Ok(ReleaseOutcome::Lost) => {
             // Lost before its ttl ran out, with none, or while renewed: it
             // was broken (`lockctl break`, an operator) or its file removed.
-            let ran_out = !options.autorenew && lock.spec().options.ttl.is_some_and(|ttl| acquired_at.elapsed() >= ttl);
+            let ran_out = !options.autorenew && expires.is_some_and(|at| WallTime::now() >= at);
             let how = match ran_out {
                 true => "it ran past the ttl and someone else took the lock; what the command did after the ttl",
                 false => {
