@@ -30,6 +30,12 @@
 //! never locks through (a socket, an inotify instance) are kept here too,
 //! unlisted ([`KeptFd::unlisted`]).
 //!
+//! The handler runs when the child first runs: until then its copies share
+//! the descriptions, and a lock its parent takes through one and dies
+//! holding stays held until the child is scheduled (a time slice on a busy
+//! machine; as long as the child is stopped, if it is stopped before it
+//! ever runs).
+//!
 //! Not covered: a child made by a raw `clone(2)` or `syscall(SYS_fork)`,
 //! which runs no handler, keeps its copies as it keeps every descriptor
 //! open at the time; so does any child of a fork made while a lock is held

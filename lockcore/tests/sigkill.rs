@@ -49,16 +49,25 @@ fn run_role(role: &str) {
             if var("FORK_FIRST") == "1" {
                 lock.try_acquire().expect("the holder acquires a free lock");
                 lock.release(Duration::ZERO).expect("and releases it");
-                // SAFETY: the child only sleeps until it is killed.
+                // SAFETY: the child stores a number and sleeps until it is
+                // killed.
                 let child = unsafe { libc::fork() };
                 assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
                 if child == 0 {
+                    // Returned from fork(3), so the library's handler has
+                    // closed the child's copies: until then (a child not yet
+                    // run, on a busy machine) a copy shares the description,
+                    // and a lock taken through it outlives the parent.
+                    // SAFETY: getpid has no preconditions.
+                    shm.at(FORKED_CHILD).store(unsafe { libc::getpid() } as u64, SeqCst);
                     loop {
                         // SAFETY: waits for a signal; nothing else.
                         unsafe { libc::pause() };
                     }
                 }
-                shm.at(FORKED_CHILD).store(child as u64, SeqCst);
+                while shm.at(FORKED_CHILD).load(SeqCst) != child as u64 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             let acquired = lock.try_acquire().expect("the holder acquires a free lock");
             shm.at(HOLDER_FENCE).store(acquired.fence, SeqCst);
