@@ -536,20 +536,45 @@ fn an_overrun_nobody_took_is_still_told_expired_after_the_log_grew() {
 }
 
 /// The same state (a holder that overran its grant, a waiter that came and
-/// gave up), in a log the traffic of others has filled: the holder never
-/// comes back, and the next acquirer must still get the lock, the log
-/// compacted to make room, not be told the queue is full for ever.
+/// gave up), in a log the traffic of others has filled: the next acquirer
+/// must still get the lock, the log compacted to make room, not be told the
+/// queue is full for ever; and the compaction must not forget the holder it
+/// takes the lock over from, nor tell that holder's late release anything
+/// but that the lock was taken.
 #[test]
 fn a_full_log_is_compacted_while_an_overrun_waits_to_be_taken_over() {
     let dir = TestDir::new("toplock-full-overrun");
     let queue = queue_in(&dir);
-    let (_holder, overrun) = overrun_holder(&queue);
+    let (mut holder, overrun) = overrun_holder(&queue);
     a_waiter_comes_and_gives_up(&queue);
     pad_to(&queue, QUEUE_CAPACITY - 60);
     let mut next = open(&queue, "ttl=60s");
     let taken = next.try_acquire().expect("the next acquirer gets the lock");
     assert!(taken.fence > overrun.fence);
     assert!(len(&queue) < COMPACT_AT, "the log was compacted: {} bytes", len(&queue));
+    let gone = taken.took_over_from.expect("the acquisition names the holder it took over from");
+    assert_eq!((gone.pid, gone.record.map(|r| r.fence)), (std::process::id() as i32, Some(overrun.fence)));
+    assert!(gone.stale && !taken.previous_holder_died(), "overran, not dead: {gone:?}");
+    assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Lost));
+}
+
+/// A holder that overran its grant while another host's request waits
+/// behind it, in a log the traffic of others has filled: a process that
+/// queues makes room by compacting the log. Nobody has taken the lock, so
+/// the holder's late release is still told its grant ran out, and its
+/// cooldown holds, as in a log that never filled.
+#[test]
+fn an_overrun_nobody_took_is_told_expired_after_a_full_log_was_compacted() {
+    let dir = TestDir::new("toplock-full-overrun-untaken");
+    let queue = queue_in(&dir);
+    let (mut holder, _) = overrun_holder(&queue);
+    append(&queue, foreign_request(&made_up_nonce(), 4242, Duration::from_secs(3600)).as_bytes());
+    pad_to(&queue, QUEUE_CAPACITY - 60);
+    let mut other = open(&queue, "ttl=60s&fair=0");
+    assert_eq!(kind(other.try_acquire()), Err(ErrorKind::Busy), "behind the other host's request");
+    assert!(len(&queue) < COMPACT_AT, "the log was compacted: {} bytes", len(&queue));
+    assert_eq!(holder.release(Duration::from_secs(60)), Ok(ReleaseOutcome::Expired), "nobody took it");
+    assert_cooling_down_for_30s_or_more(&queue);
 }
 
 /// Writes a queue as private as the library makes one, so that it is judged

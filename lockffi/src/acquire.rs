@@ -219,9 +219,8 @@ pub unsafe extern "C" fn lock_prolong(handle: *mut lock_handle, ttl_ms: u64) -> 
 /// the lock was free.
 /// `last_fence`, `cooldown_until_unix_ms` and `queue_length` are always 0.
 /// It reads no file and asks no server. `redis` cannot tell of a holder
-/// whose record the server lost (restarted without its data, flushed);
-/// `toplock` of one whose queue entry a full queue's compaction dropped
-/// meanwhile: both answer `held` false.
+/// whose record the server lost (restarted without its data, flushed): it
+/// answers `held` false.
 ///
 /// Returns: `LOCK_OK`, `LOCK_ERR_NULL_ARGUMENT`, `LOCK_ERR_NOT_HELD`,
 /// `LOCK_ERR_FORKED`, `LOCK_ERR_HANDLE_IN_USE`, `LOCK_ERR_PANIC`.

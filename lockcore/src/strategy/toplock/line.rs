@@ -7,6 +7,8 @@
 //! D <nonce> <t> <not before>                            done: released (with cooldown) or abandoned
 //! X <nonce> <t>                                         skip: the requester was found dead
 //! B <nonce> <t>                                         broken by an operator
+//! L <nonce> <host> <boot|-> <pid namespace> <pid> <start> <since> <expires|never> <fence> dead|expired <t>
+//!                                                       a holder that left without releasing, carried by a compaction
 //! K <line>                                              a line of a checkpoint
 //! E <from> <length>                                     commit: the checkpoint at <from> is whole
 //! ```
@@ -18,8 +20,9 @@
 //! of `H` and a version number is a queue's, damaged or of another version;
 //! one of `H` and anything else (`H is for hydrogen`) is a data file's.
 //!
-//! A checkpoint is a compacted queue (a header, then the pending requests
-//! with their grants) appended to the log in one write, each of its lines
+//! A checkpoint is a compacted queue (a header, the holder that left
+//! without releasing if nobody has been granted the lock since, then the
+//! pending requests with their grants) appended to the log in one write, each of its lines
 //! marked `K`, and then committed by an `E` line naming where it starts
 //! and how long it is. A replay that finds a commit begins at its
 //! checkpoint and ignores everything before it; without one, `K` lines
@@ -34,9 +37,9 @@ use crate::clock::BootId;
 use crate::owner::{Nonce, Owner};
 use crate::text::{parse_i64, parse_u64, FixedText, Words};
 
-/// The longest line: a request with a 64-byte host name and every number
-/// at its widest is about 190 bytes.
-pub const LINE_CAPACITY: usize = 240;
+/// Room for the longest line: with a 64-byte host name and every number at
+/// its widest, a holder that left (`L`) is 268 bytes, a request 217.
+pub const LINE_CAPACITY: usize = 288;
 
 /// The format version a header names; a queue of another version is never
 /// replayed by this one's rules.
@@ -140,6 +143,27 @@ pub enum Line {
         /// When it was written.
         t: i64,
     },
+    /// `L`: the last holder, which left the queue without releasing (found
+    /// dead, or passed over once its grant ran out) and which nobody has
+    /// been granted the lock after, as a compaction carries it: the next
+    /// grant names it as the holder it took over from, and its own late
+    /// release is told that its grant ran out, not that the lock was taken.
+    Left {
+        /// Its request's nonce.
+        nonce: Nonce,
+        /// Who held it.
+        owner: Owner,
+        /// When its turn began.
+        since: i64,
+        /// Its grant's end.
+        until: Grant,
+        /// Its fencing token.
+        fence: u64,
+        /// Found dead (`dead`), or passed over after its grant (`expired`).
+        dead: bool,
+        /// When it was written.
+        t: i64,
+    },
 }
 
 impl Line {
@@ -150,6 +174,10 @@ impl Line {
         let kind = words.next()?;
         let nonce = |words: &mut Words<'_>| words.next().and_then(Nonce::parse_hex);
         let int = |words: &mut Words<'_>| words.next().and_then(parse_i64);
+        let until = |words: &mut Words<'_>| match words.next()? {
+            b"never" => Some(Grant::Forever),
+            ns => Some(Grant::Until(parse_i64(ns)?)),
+        };
         let parsed = match kind {
             b"H" => {
                 let version = words.next()?;
@@ -185,16 +213,26 @@ impl Line {
             },
             b"G" => Line::Grant {
                 nonce: nonce(&mut words)?,
-                until: match words.next()? {
-                    b"never" => Grant::Forever,
-                    ns => Grant::Until(parse_i64(ns)?),
-                },
+                until: until(&mut words)?,
                 t: int(&mut words)?,
                 fence: parse_u64(words.next()?)?,
             },
             b"D" => Line::Done { nonce: nonce(&mut words)?, t: int(&mut words)?, not_before: int(&mut words)? },
             b"X" => Line::Skip { nonce: nonce(&mut words)?, t: int(&mut words)? },
             b"B" => Line::Broken { nonce: nonce(&mut words)?, t: int(&mut words)? },
+            b"L" => Line::Left {
+                nonce: nonce(&mut words)?,
+                owner: Owner::parse(&mut words)?,
+                since: int(&mut words)?,
+                until: until(&mut words)?,
+                fence: parse_u64(words.next()?)?,
+                dead: match words.next()? {
+                    b"dead" => true,
+                    b"expired" => false,
+                    _ => return None,
+                },
+                t: int(&mut words)?,
+            },
             _ => return None,
         };
         words.is_done().then_some(parsed)
@@ -240,11 +278,17 @@ impl Line {
             Line::Grant { nonce, until, t, fence } => {
                 out.push_bytes(b"G ")?;
                 out.push_bytes(&nonce.hex())?;
-                match until {
-                    Grant::Until(ns) => write!(out, " {ns}")?,
-                    Grant::Forever | Grant::No => out.push_bytes(b" never")?,
-                }
+                write_until(out, until)?;
                 writeln!(out, " {t} {fence}")
+            }
+            Line::Left { nonce, owner, since, until, fence, dead, t } => {
+                out.push_bytes(b"L ")?;
+                out.push_bytes(&nonce.hex())?;
+                out.push_bytes(b" ")?;
+                owner.encode_into(out)?;
+                write!(out, " {since}")?;
+                write_until(out, until)?;
+                writeln!(out, " {fence} {} {t}", if dead { "dead" } else { "expired" })
             }
             Line::Done { nonce, t, not_before } => {
                 out.push_bytes(b"D ")?;
@@ -257,6 +301,14 @@ impl Line {
                 writeln!(out, " {t}")
             }
         }
+    }
+}
+
+/// A grant's end as its lines write it, after a space.
+fn write_until(out: &mut FixedText<LINE_CAPACITY>, until: Grant) -> core::fmt::Result {
+    match until {
+        Grant::Until(ns) => write!(out, " {ns}"),
+        Grant::Forever | Grant::No => out.push_bytes(b" never"),
     }
 }
 
@@ -336,6 +388,16 @@ mod tests {
             Line::Done { nonce, t: i64::MIN, not_before: i64::MIN },
             Line::Skip { nonce, t: i64::MIN },
             Line::Broken { nonce, t: i64::MIN },
+            Line::Left {
+                nonce,
+                owner: widest_owner(),
+                since: i64::MIN,
+                until: Grant::Until(i64::MIN),
+                fence: u64::MAX,
+                dead: false,
+                t: i64::MIN,
+            },
+            Line::Left { nonce, owner: widest_owner(), since: 1, until: Grant::Forever, fence: 2, dead: true, t: 3 },
         ];
         for line in lines {
             let text = line.encode();

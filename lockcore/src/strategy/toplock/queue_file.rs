@@ -11,10 +11,10 @@
 //! only while the queue, compacted, would leave [`RESERVE`] free, so that
 //! those already queued can always write their grants, releases and
 //! skips. When the file grows past [`COMPACT_AT`], whoever reads it next
-//! rewrites it: the header carries the replay state, then each pending
-//! request, so no waiter loses its place or its fence (and not while a
-//! holder that left without releasing is still to be taken over from:
-//! see [`Log::due_for_compaction`]).
+//! rewrites it: the header carries the replay state, then the holder that
+//! left without releasing until the lock is granted again, then each
+//! pending request, so no waiter loses its place or its fence, and no
+//! holder the next grant takes over from is forgotten.
 //!
 //! The rewrite is made in place, because any user of a shared lock must be
 //! able to make it: in a sticky directory such as `/tmp` only a file's owner
@@ -57,8 +57,9 @@ pub const QUEUE_CAPACITY: usize = 16 * 1024;
 /// The largest queue file replayed: one that holds, besides a full log, the
 /// checkpoint a compaction appended before it died.
 const READ_CAPACITY: usize = 2 * QUEUE_CAPACITY;
-/// Room kept free of requests: one grant that compaction will carry, one
-/// line of any kind, and slack for the header's numbers to grow.
+/// Room kept free of requests: one grant, or one holder that left without
+/// releasing, that compaction will carry, one line of any kind, and slack
+/// for the header's numbers to grow.
 pub const RESERVE: usize = 4 * LINE_CAPACITY;
 /// Whoever reads the file compacts it once it is this long (and compaction
 /// would halve it).
@@ -155,17 +156,9 @@ impl Log {
     }
 
     /// Whether the log is due for compaction: past [`COMPACT_AT`], and
-    /// compacted to half its length or less. Not while the last holder has
-    /// left without releasing (found dead, or past its grant with others
-    /// waiting) and nobody has been granted the lock since: a compacted log
-    /// keeps only pending requests, and that holder is what the next grant
-    /// names as the one it took over from, and what tells the holder's own
-    /// late release that nobody took the lock (`Expired`, not `Lost`).
-    /// The next grant ends that; only a full log is compacted before it.
+    /// compacted to half its length or less.
     fn due_for_compaction(&self) -> bool {
-        self.len >= COMPACT_AT
-            && self.replay.taken_over_last().is_none()
-            && 2 * self.replay.compacted_len(self.bytes()) <= self.len
+        self.len >= COMPACT_AT && 2 * self.replay.compacted_len(self.bytes()) <= self.len
     }
 
     /// Whether a request line of `line_len` bytes may join the queue: the
@@ -412,8 +405,8 @@ fn unreadable(why: Unreadable) -> Error {
 }
 
 /// The most a checkpoint adds to the compacted log it carries: a mark on
-/// each line (a header, and a request and a grant for each pending
-/// request) and the commit.
+/// each line (a header, a holder that left or the head's grant, and a
+/// request for each pending request) and the commit.
 const CHECKPOINT_OVERHEAD: usize = (1 + 2 * super::replay::MAX_REQUESTS) * CHECKPOINT_MARK.len() + LINE_CAPACITY;
 const CHECKPOINT_CAPACITY: usize = QUEUE_CAPACITY + CHECKPOINT_OVERHEAD;
 const _: () = assert!(CHECKPOINT_OVERHEAD <= RESERVE + LINE_CAPACITY);

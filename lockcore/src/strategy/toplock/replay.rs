@@ -239,7 +239,8 @@ impl Replay {
                 | Line::Grant { t, .. }
                 | Line::Done { t, .. }
                 | Line::Skip { t, .. }
-                | Line::Broken { t, .. } => t,
+                | Line::Broken { t, .. }
+                | Line::Left { t, .. } => t,
             };
             if t > now {
                 self.future_lines += 1;
@@ -327,6 +328,26 @@ impl Replay {
             Line::Broken { nonce, .. } => {
                 if let Some(i) = self.find(nonce).filter(|&i| !self.requests[i].done()) {
                     self.finish(i, t, Ended::Broken);
+                }
+            }
+            Line::Left { nonce, since, until, fence, dead, .. } => {
+                // Only ever the last fence handed out, by the compaction that
+                // wrote it: a holder with a later one is none of this queue's.
+                if self.find(nonce).is_some() || fence > self.header.last_fence {
+                    return Ok(());
+                }
+                if self.count == MAX_REQUESTS {
+                    self.drop_finished();
+                }
+                if self.count == MAX_REQUESTS {
+                    return Ok(());
+                }
+                let ended = if dead { Ended::Dead } else { Ended::Expired };
+                self.requests[self.count] =
+                    Request { nonce, offset, since: since.min(t), patience: None, grant: until, fence, ended };
+                self.count += 1;
+                if self.watched == Some(nonce) {
+                    self.watched_end = ended;
                 }
             }
         }
@@ -443,8 +464,9 @@ impl Replay {
         let line = &bytes[self.requests[index].offset.min(bytes.len())..];
         let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
         match Line::parse(line) {
-            Some(Line::Request { owner, .. }) => owner,
-            // Replay parsed this very line as a request before recording it.
+            Some(Line::Request { owner, .. } | Line::Left { owner, .. }) => owner,
+            // Replay parsed this very line as a request (or a holder that
+            // left) before recording it.
             _ => Owner {
                 host: HostName::UNKNOWN,
                 boot: None,
@@ -454,12 +476,15 @@ impl Replay {
     }
 
     /// Hands `emit` the compacted log of `bytes`, piece by piece: the header
-    /// with the replay state, then each pending request's own `R` line and,
-    /// for the head, its grant with its fence. One description serves both
-    /// writing it and measuring it. The header keeps both boots it names:
-    /// the kernel's is what tells a process on another clock of this boot
-    /// (another time namespace) from one of a later boot, which alone may
-    /// start the queue afresh.
+    /// with the replay state; the holder that left without releasing, if
+    /// nobody has been granted the lock since (what the next grant names as
+    /// taken over, and what tells that holder's late release it expired);
+    /// then each pending request's own `R` line and, for the head, its grant
+    /// with its fence. One description serves both writing it and
+    /// measuring it. The header keeps both boots it names: the kernel's is
+    /// what tells a process on another clock of this boot (another time
+    /// namespace) from one of a later boot, which alone may start the queue
+    /// afresh.
     pub fn compacted<E>(&self, bytes: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
         let pending = || self.requests[..self.count].iter().filter(|r| !r.done());
         let head = pending().next();
@@ -472,6 +497,20 @@ impl Replay {
             ..self.header
         };
         emit(Line::Header(header).encode().as_bytes())?;
+        if let Some(left) = self.taken_over_last() {
+            // The last grant, so its fence is the header's last one.
+            let request = self.requests[left];
+            let line = Line::Left {
+                nonce: request.nonce,
+                owner: self.owner(bytes, left),
+                since: request.since,
+                until: request.grant,
+                fence: request.fence,
+                dead: request.ended == Ended::Dead,
+                t: self.header.floor,
+            };
+            emit(line.encode().as_bytes())?;
+        }
         for request in pending() {
             let line = &bytes[request.offset.min(bytes.len())..];
             emit(&line[..line.iter().position(|&b| b == b'\n').map_or(line.len(), |nl| nl + 1)])?;
@@ -756,6 +795,102 @@ mod tests {
         assert_eq!(after.requests[after.head().unwrap()].since, before.requests[before.head().unwrap()].since);
         after.run(&compacted, 10 * SECOND + 100).unwrap();
         assert_eq!(after.requests[after.head().unwrap()].nonce, Nonce(6), "passed over on time");
+    }
+
+    /// The compacted form of `log` as replayed at `now`.
+    fn compact(log: &[u8], now: i64) -> Log {
+        let mut compacted = Log(std::vec::Vec::new());
+        let before = {
+            let mut replay = Replay::new();
+            replay.run(log, now).unwrap();
+            replay
+        };
+        before
+            .compacted::<()>(log, &mut |piece| {
+                compacted.0.extend_from_slice(piece);
+                Ok(())
+            })
+            .unwrap();
+        compacted
+    }
+
+    /// The holder a new grant would take over from, as the table has it.
+    fn left(replay: &Replay, bytes: &[u8]) -> Option<(Nonce, i32, i64, Grant, u64, Ended)> {
+        replay.taken_over_last().map(|i| {
+            let r = replay.requests[i];
+            (r.nonce, replay.owner(bytes, i).process.pid, r.since, r.grant, r.fence, r.ended)
+        })
+    }
+
+    #[test]
+    fn compaction_carries_the_holder_that_left_until_the_next_grant() {
+        // 1 holds until 5 s; 2 waits behind it from 3 s, so at 5 s 1 is
+        // passed over and 2 is head, without a grant yet.
+        let mut log = Log::new(0);
+        log.request(1, None, SECOND).grant(1, 5 * SECOND, 2 * SECOND, 7).request(2, Some(60 * SECOND), 3 * SECOND);
+        log.request(3, None, 4 * SECOND);
+        let now = 6 * SECOND;
+        let before = log.replay(now);
+        let expected = left(&before, &log.0);
+        assert!(matches!(expected, Some((Nonce(1), _, _, _, _, Ended::Expired))), "{expected:?}");
+        let once = compact(&log.0, now);
+        let after = once.replay(now);
+        assert_eq!(left(&after, &once.0), expected, "the same holder, owner, turn, grant and fence");
+        assert_eq!(after.head(), before.head().map(|_| after.find(Nonce(2)).unwrap()));
+        assert_eq!(after.requests[after.head().unwrap()].since, 5 * SECOND, "head since 1's grant ran out");
+        assert_eq!(after.header.last_fence, before.header.last_fence);
+        // Compacted again, it is still there.
+        let twice = compact(&once.0, now);
+        assert_eq!(left(&twice.replay(now), &twice.0), expected);
+        // Its late release is told it expired, not lost, and its cooldown holds.
+        let mut late = Log(twice.0.clone());
+        late.push(Line::Done { nonce: Nonce(1), t: now, not_before: 30 * SECOND });
+        let mut replay = Replay::new();
+        replay.watched = Some(Nonce(1));
+        replay.run(&late.0, now).unwrap();
+        assert_eq!(replay.watched_end, Ended::Expired);
+        assert_eq!(replay.header.not_before, 30 * SECOND);
+        // Once the next holder is granted, nobody is left to take over from.
+        let mut granted = Log(twice.0.clone());
+        granted.grant(2, 100 * SECOND, now, 0);
+        let replay = granted.replay(now);
+        assert_eq!(
+            replay.taken_over_before(replay.find(Nonce(2)).unwrap()).map(|i| replay.requests[i].nonce),
+            Some(Nonce(1))
+        );
+        let compacted = compact(&granted.0, now);
+        assert_eq!(left(&compacted.replay(now), &compacted.0), None);
+        // A holder found dead is carried as dead.
+        let mut dead = Log::new(0);
+        dead.request(4, None, SECOND).grant(4, i64::MAX, SECOND, 0).push(Line::Skip { nonce: Nonce(4), t: 2 * SECOND });
+        let compacted = compact(&dead.0, now);
+        assert!(matches!(
+            left(&compacted.replay(now), &compacted.0),
+            Some((Nonce(4), _, _, Grant::Until(_), _, Ended::Dead))
+        ));
+    }
+
+    /// A holder that left is only ever the last fence handed out: a line that
+    /// names another, or a request already in the table, is no such holder.
+    #[test]
+    fn a_holder_that_left_with_a_later_fence_is_not_believed() {
+        let mut log = Log::new(9);
+        let owner = Owner::current().unwrap();
+        let left = |nonce, fence| Line::Left {
+            nonce: Nonce(nonce),
+            owner,
+            since: 0,
+            until: Grant::Forever,
+            fence,
+            dead: true,
+            t: 1,
+        };
+        log.push(left(1, 10)).push(left(2, 9)).push(left(2, 9));
+        let replay = log.replay(2);
+        assert_eq!(replay.find(Nonce(1)), None, "fence 10 was never handed out");
+        assert_eq!(replay.count, 1, "one holder 2");
+        assert_eq!(replay.taken_over_last().map(|i| replay.requests[i].nonce), Some(Nonce(2)));
+        assert_eq!(replay.head(), None, "a holder that left holds nothing");
     }
 
     /// A log with a committed checkpoint replays from it: what came before
