@@ -35,7 +35,7 @@ Usage:
 
 SPEC names the lock: scheme:target?key=value&..., such as
   flock:/run/lock/backup   lockfile:/srv/board/data.txt?ttl=30s&mode=0660
-(`lockctl schemes` lists the schemes; man lockctl has the keys).
+(`lockctl schemes` lists the schemes; man 7 lockffi-spec has every key).
 
 Options of run (most as in flock(1)):
   -n, --nonblock              fail at once if the lock cannot be had
@@ -103,6 +103,14 @@ fn dispatch(mut args: Vec<OsString>) -> Result<u8, Failure> {
         return Err(Failure::usage("no command given"));
     }
     let command = args.remove(0);
+    // `lockctl run --help`, as git and cargo take it: no spec is `--help`.
+    let help_of_a_command = matches!(command.as_bytes(), b"run" | b"status" | b"wait" | b"break" | b"schemes")
+        && args.len() == 1
+        && matches!(args[0].as_bytes(), b"-h" | b"--help");
+    if help_of_a_command {
+        exit::output(HELP)?;
+        return Ok(exit::OK);
+    }
     match command.as_bytes() {
         b"run" => run::run(args),
         b"status" => status::status(args),

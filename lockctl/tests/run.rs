@@ -188,6 +188,10 @@ fn help_and_version_and_schemes_list_what_this_build_has() {
         let line_start = format!("\n{status:>5}  ");
         assert!(help.stdout.contains(&line_start), "status {status} of the manual missing from --help");
     }
+    for command in ["run", "status", "wait", "break", "schemes"] {
+        let asked = lockctl_run(&[command, "--help"]);
+        assert_eq!((asked.code(), &asked.stdout), (0, &help.stdout), "lockctl {command} --help");
+    }
     let version = lockctl_run(&["--version"]);
     assert_eq!(version.stdout, format!("lockctl {}\n", env!("CARGO_PKG_VERSION")));
     let schemes = lockctl_run(&["schemes"]);
