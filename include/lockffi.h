@@ -33,6 +33,9 @@
  *   warn=1|0, wmin=D, wafter=D  lock_acquire's waiting callback: on
  *                        (default), first after wmin (15s), then every
  *                        wafter (20s)
+ *   fair=1|0, window=D   waiters take turns, first come, first served
+ *                        (default); the lock is left free for D after
+ *                        each turn, for tools that do not wait in line
  *   nfs=0|1, ext=S, format=S  lockfile only: PID:HOST records; the lock
  *                        file's suffix (.lock) or LockFile::Simple template
  *   signal=TERM|KILL     lease and shm, with mode=0600: sent to an expired

@@ -102,7 +102,7 @@ fn the_python_binding_installs_and_passes_its_tests() {
     println!("{}", stdout.lines().last().unwrap_or_default());
 
     for (which, example) in
-        [("the package README's", readme_example()), ("README.md's", bindings::readme_example("### Python", "python"))]
+        [("the package README's", readme_example()), ("README.md's", bindings::readme_example("#### Python", "python"))]
     {
         let ran = run(python_command().args(["-c", &example]), &format!("{which} example"));
         let said = String::from_utf8_lossy(&ran.stdout);

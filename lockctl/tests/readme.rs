@@ -10,7 +10,7 @@ mod readme;
 #[test]
 fn the_readme_shell_example_runs_as_written() {
     let text = readme::text();
-    let commands = readme::block_after(&text, "## From the shell", "sh");
+    let commands = readme::block_after(&text, "### From the shell", "sh");
     assert!(commands.contains("./target/release/lockctl run"), "the example runs a command:\n{commands}");
 
     let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("readme-shell-{}", std::process::id()));
