@@ -173,6 +173,11 @@ pub enum Untrusted {
     /// Its permissions let a class of users write it (or, for a file that is
     /// locked, even read it) that the spec's `mode` does not let take the lock.
     WritableByOthers,
+    /// The lock is shared with a group, and its group may write it (or, for
+    /// a file that is locked, read it), but that group (this gid) is none of
+    /// the caller's: the lock is another group's, or the caller forgot to
+    /// join it.
+    OtherGroup(u32),
     /// It belongs to another user, and the spec's `mode` keeps the lock to
     /// its owner.
     OwnedByOther,
@@ -744,6 +749,11 @@ impl fmt::Display for FileErrorText<'_> {
             Problem::Untrusted(Untrusted::WritableByOthers) => {
                 write!(f, "{what} is open to users the lock's mode does not trust; refusing to use it")?
             }
+            Problem::Untrusted(Untrusted::OtherGroup(gid)) => write!(
+                f,
+                "{what} is open to its group (gid {gid}), which this process is not in (every user of a lock \
+                 shared with a group must be in that group); refusing to use it"
+            )?,
             Problem::Untrusted(Untrusted::OwnedByOther) => {
                 write!(f, "{what} belongs to another user, and the lock's mode keeps it private; refusing to use it")?
             }

@@ -118,9 +118,11 @@ impl Sharing {
 
     fn check_bits(self, file: FileRole, stat: &FileStat, guarded_bits: u32) -> Result<(), Error> {
         let open_to = stat.permissions() & guarded_bits;
-        let foreign_group = self.with_group_only() && open_to & 0o070 != 0 && !self.is_my_group(stat.gid);
-        if open_to & !self.mode != 0 || foreign_group {
+        if open_to & !self.mode != 0 {
             return Err(FileError::untrusted(file, Untrusted::WritableByOthers, stat));
+        }
+        if self.with_group_only() && open_to & 0o070 != 0 && !self.is_my_group(stat.gid) {
+            return Err(FileError::untrusted(file, Untrusted::OtherGroup(stat.gid), stat));
         }
         if self.is_private() && stat.uid != self.me {
             return Err(FileError::untrusted(file, Untrusted::OwnedByOther, stat));
@@ -144,9 +146,11 @@ impl Sharing {
         }
         let sticky = stat.permissions() & 0o1000 != 0;
         let writers = stat.permissions() & 0o022;
-        let foreign_group = self.with_group_only() && writers & 0o020 != 0 && !self.is_my_group(stat.gid);
-        if (writers & !self.mode != 0 && !(sticky && self.is_private())) || foreign_group {
+        if writers & !self.mode != 0 && !(sticky && self.is_private()) {
             return Err(FileError::untrusted(FileRole::Directory, Untrusted::WritableByOthers, stat));
+        }
+        if self.with_group_only() && writers & 0o020 != 0 && !self.is_my_group(stat.gid) {
+            return Err(FileError::untrusted(FileRole::Directory, Untrusted::OtherGroup(stat.gid), stat));
         }
         Ok(())
     }
@@ -205,9 +209,12 @@ mod tests {
         let foreign = (1..).find(|gid| !group.is_my_group(*gid)).unwrap();
         assert_eq!(
             why(group.check(FileRole::Guard, &FileStat { gid: foreign, ..stat(0o660, me + 1) })),
-            Some(Untrusted::WritableByOthers),
+            Some(Untrusted::OtherGroup(foreign)),
             "a file another group may write"
         );
+        let message = group.check(FileRole::Guard, &FileStat { gid: foreign, ..stat(0o660, me + 1) });
+        let message = std::format!("{}", message.unwrap_err());
+        assert!(message.contains(&std::format!("group (gid {foreign}), which this process is not in")), "{message}");
         assert_eq!(why(group.check(FileRole::Guard, &stat(0o662, me + 1))), Some(Untrusted::WritableByOthers));
         let everyone = Sharing::new(0o666);
         assert_eq!(why(everyone.check(FileRole::Guard, &stat(0o666, me + 1))), None);
@@ -235,7 +242,7 @@ mod tests {
             "anyone may plant a file in /tmp before a lock shared with a group makes it"
         );
         let foreign = (1..).find(|gid| !group.is_my_group(*gid)).unwrap();
-        assert_eq!(why(group.check_dir(&shared(0o2770, foreign))), Some(Untrusted::WritableByOthers));
+        assert_eq!(why(group.check_dir(&shared(0o2770, foreign))), Some(Untrusted::OtherGroup(foreign)));
         let theirs = FileStat { uid: me + 1, ..dir(0o755) };
         assert_eq!(why(private.check_dir(&theirs)), Some(Untrusted::OwnedByOther), "its owner can rename our files");
         assert_eq!(why(Sharing::new(0o666).check_dir(&theirs)), None);
