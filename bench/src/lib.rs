@@ -168,6 +168,7 @@ pub mod floor {
             "lockfile" => vec![
                 ("floor: temp create+write, link, unlink x2", |p| Box::new(temp_link_unlink(p))),
                 ("floor: O_EXCL create+write+unlink", |p| Box::new(excl_create_write_unlink(p))),
+                ("floor: O_EXCL in place, with guard, read-back, rename aside", |p| Box::new(guarded_lock_file(p))),
             ],
             "mkdir" => vec![("floor: mkdir+rmdir", |p| Box::new(mkdir_rmdir(p)))],
             "flock" => vec![
@@ -231,6 +232,70 @@ pub mod floor {
                 assert_eq!(libc::link(temp.as_ptr(), lock.as_ptr()), 0);
                 assert_eq!(libc::unlink(temp.as_ptr()), 0);
                 assert_eq!(libc::unlink(lock.as_ptr()), 0);
+            }
+        }
+    }
+
+    /// The fewest calls a lock file can make and keep `lockfile`'s promises,
+    /// with its cheapest creation: to take it, a section under the guard
+    /// (OFD lock, `lstat` of the guard's path, `pread` of its state, a look
+    /// at the lock's path, `pwrite` of the fence, unlock) around the lock
+    /// file made in place (`O_EXCL` create, write, close; `lockfile` links a
+    /// helper instead, so that no reader ever sees it empty); to give it
+    /// back, a section around the record read back (open, `fstat`, read,
+    /// close) and the file renamed aside to a name of its own, looked at
+    /// and removed, so that only the file judged goes.
+    pub fn guarded_lock_file(path: &Path) -> impl FnMut() {
+        let lock = c_path(path);
+        let with = |suffix: &str| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            c_path(Path::new(&name))
+        };
+        let (guard, aside) = (with(".guard"), with(".9a1780af7dc9608fd914fca0ca43bf6c"));
+        // SAFETY: NUL-terminated path; the descriptor is leaked for the
+        // benchmark's lifetime on purpose (closed at process exit).
+        let guard_fd = unsafe { libc::open(guard.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o600) };
+        assert!(guard_fd >= 0);
+        let state = [b' '; 160];
+        let record = [b'x'; 152];
+        let mut buf = [0u8; 256];
+        move || {
+            // SAFETY: NUL-terminated paths, open descriptors, buffers that
+            // outlive the calls; return values checked.
+            unsafe {
+                let mut st: libc::stat = std::mem::zeroed();
+                ofd_set(guard_fd, libc::F_WRLCK);
+                assert_eq!(libc::lstat(guard.as_ptr(), &mut st), 0);
+                assert!(libc::pread(guard_fd, buf.as_mut_ptr().cast(), state.len(), 0) >= 0);
+                assert!(libc::open(lock.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC) < 0);
+                assert_eq!(libc::pwrite(guard_fd, state.as_ptr().cast(), state.len(), 0), state.len() as isize);
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                let fd = libc::open(lock.as_ptr(), flags, 0o400);
+                assert!(fd >= 0);
+                assert_eq!(libc::write(fd, record.as_ptr().cast(), record.len()), record.len() as isize);
+                libc::close(fd);
+                ofd_set(guard_fd, libc::F_UNLCK);
+
+                ofd_set(guard_fd, libc::F_WRLCK);
+                assert_eq!(libc::lstat(guard.as_ptr(), &mut st), 0);
+                assert!(libc::pread(guard_fd, buf.as_mut_ptr().cast(), state.len(), 0) >= 0);
+                let fd = libc::open(lock.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+                assert!(fd >= 0);
+                assert_eq!(libc::fstat(fd, &mut st), 0);
+                assert_eq!(libc::read(fd, buf.as_mut_ptr().cast(), record.len()), record.len() as isize);
+                libc::close(fd);
+                let moved = libc::renameat2(
+                    libc::AT_FDCWD,
+                    lock.as_ptr(),
+                    libc::AT_FDCWD,
+                    aside.as_ptr(),
+                    libc::RENAME_NOREPLACE,
+                );
+                assert_eq!(moved, 0);
+                assert_eq!(libc::lstat(aside.as_ptr(), &mut st), 0);
+                assert_eq!(libc::unlink(aside.as_ptr()), 0);
+                ofd_set(guard_fd, libc::F_UNLCK);
             }
         }
     }
