@@ -124,12 +124,90 @@ pub fn open_state_file(
     Err(FileError::from_errno(role, path, Errno::ENOENT))
 }
 
-/// Checks the directory that holds `path` ([`Sharing::check_dir`]).
+/// Checks the directory that holds `path` ([`Sharing::check_dir`]), and
+/// every name on the way to it ([`check_way_to`]).
 pub fn check_directory(path: &CPath, sharing: Sharing) -> Result<(), Error> {
     let dir = CPath::from_parts(&[path.parent()]).map_err(|_| path_too_long())?;
+    check_way_to(&dir, sharing)?;
     // Followed through symlinks (`/var/lock` -> `/run/lock`), as the path is.
     let stat = sys::stat(&dir).map_err(|e| FileError::from_errno(FileRole::Directory, &dir, e))?;
     sharing.check_dir(&stat)
+}
+
+/// The most symlinks followed on the way to a directory, as the kernel
+/// counts them (`ELOOP` past it).
+const MAX_LINKS: u32 = 40;
+
+/// Judges each name looked up on the way to `dir`, as the kernel resolves
+/// it, with the directory that holds it ([`Sharing::check_way`]): a link
+/// or a parent that someone outside the lock's users may replace (a
+/// symlink another user made in `/tmp`, a directory in another user's
+/// home) lets them send later opens of the lock's files elsewhere, so that
+/// two processes hold the lock at once, each in its own directory. A
+/// relative way starts at the working directory, which no rename moves for
+/// this process. Where the way cannot be followed (a name missing, a
+/// search refused, a loop), nothing more is judged: opening the lock's
+/// files there fails and says why.
+fn check_way_to(dir: &CPath, sharing: Sharing) -> Result<(), Error> {
+    // Three paths' room on the stack, whatever the way: where it is, what
+    // is left of it, and a link's target.
+    let Ok(mut at) = CPath::from_parts(&[if dir.as_bytes().starts_with(b"/") { b"/" } else { b"." }]) else {
+        return Ok(());
+    };
+    let Ok(mut at_stat) = sys::stat(&at) else { return Ok(()) };
+    let mut way = dir.clone();
+    let mut pos = 0;
+    let mut links = 0;
+    let mut target = [0u8; sys::PATH_CAPACITY];
+    loop {
+        let left = &way.as_bytes()[pos..];
+        let Some(start) = left.iter().position(|&b| b != b'/') else { return Ok(()) };
+        let end = left[start..].iter().position(|&b| b == b'/').map_or(left.len(), |len| start + len);
+        let name = &left[start..end];
+        pos += end;
+        if name == b"." {
+            continue;
+        }
+        let at_len = at.as_bytes().len();
+        if at.push(b"/").and_then(|()| at.push(name)).is_err() {
+            return Ok(());
+        }
+        let Ok(entry) = sys::lstat(&at) else { return Ok(()) };
+        // `..` names the directory that holds the one before, which nobody
+        // can swap.
+        if name != b".." {
+            sharing.check_way(&at_stat, &entry)?;
+        }
+        if entry.is_dir() {
+            at_stat = entry;
+            continue;
+        }
+        if !entry.is_symlink() {
+            return Ok(());
+        }
+        links += 1;
+        let Ok(len) = sys::readlink(&at, &mut target) else { return Ok(()) };
+        at.truncate(at_len);
+        // The link's target, then what was left after it, is the way on.
+        let rest = &way.as_bytes()[pos..];
+        let whole = len + 1 + rest.len();
+        if links > MAX_LINKS || whole >= target.len() {
+            return Ok(());
+        }
+        target[len] = b'/';
+        target[len + 1..whole].copy_from_slice(rest);
+        way.truncate(0);
+        if way.push(&target[..whole]).is_err() {
+            return Ok(());
+        }
+        pos = 0;
+        if len > 0 && target[0] == b'/' {
+            at.truncate(0);
+            let _ = at.push(b"/");
+            let Ok(root) = sys::stat(&at) else { return Ok(()) };
+            at_stat = root;
+        }
+    }
 }
 
 /// Removes what is at `path` only if it is still the file, directory or

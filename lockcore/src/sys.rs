@@ -154,6 +154,15 @@ impl CPath {
         Ok(())
     }
 
+    /// Cuts the path back to its first `len` bytes (no change if it is not
+    /// longer).
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.len = len;
+            self.buf[len] = 0;
+        }
+    }
+
     /// The path's bytes, without the terminator.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]

@@ -137,16 +137,11 @@ impl Sharing {
     /// it are the lock's users, or, for a private lock, anyone the sticky
     /// bit keeps from touching files that are not theirs.
     pub fn check_dir(self, stat: &FileStat) -> Result<(), Error> {
-        let owner_trusted = stat.uid == self.me
-            || stat.uid == 0
-            || self.with_everyone()
-            || (self.with_group_only() && self.is_my_group(stat.gid));
-        if !owner_trusted {
+        if !self.owner_trusted(stat) {
             return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, stat));
         }
-        let sticky = stat.permissions() & 0o1000 != 0;
         let writers = stat.permissions() & 0o022;
-        if writers & !self.mode != 0 && !(sticky && self.is_private()) {
+        if writers & !self.mode != 0 && !(is_sticky(stat) && self.is_private()) {
             return Err(FileError::untrusted(FileRole::Directory, Untrusted::WritableByOthers, stat));
         }
         if self.with_group_only() && writers & 0o020 != 0 && !self.is_my_group(stat.gid) {
@@ -154,6 +149,49 @@ impl Sharing {
         }
         Ok(())
     }
+
+    /// Whether `entry`, a name on the way to the lock's directory (one of
+    /// its parents, or a symlink such as `/var/lock`), stays what it is in
+    /// `dir`, the directory that holds it: whoever may replace it there
+    /// sends every later open of the lock's files to another directory of
+    /// their choosing, where a second holder takes the lock while the first
+    /// holds it in the old one. `dir` is judged as the lock's own directory
+    /// is, except that in a sticky one (`/tmp`) only the entry's owner and
+    /// the directory's may replace the entry, so the entry must belong to
+    /// someone the lock trusts too, whatever the lock's mode.
+    pub fn check_way(self, dir: &FileStat, entry: &FileStat) -> Result<(), Error> {
+        if !self.owner_trusted(dir) {
+            return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, dir));
+        }
+        let writers = dir.permissions() & 0o022;
+        let foreign_group = self.with_group_only() && writers & 0o020 != 0 && !self.is_my_group(dir.gid);
+        if writers & !self.mode == 0 && !foreign_group {
+            return Ok(());
+        }
+        if !is_sticky(dir) {
+            let why =
+                if writers & !self.mode != 0 { Untrusted::WritableByOthers } else { Untrusted::OtherGroup(dir.gid) };
+            return Err(FileError::untrusted(FileRole::Directory, why, dir));
+        }
+        if !self.owner_trusted(entry) {
+            return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, entry));
+        }
+        Ok(())
+    }
+
+    /// Whether the owner of a directory (or of an entry on the way to the
+    /// lock's) is one the lock trusts: the caller, root, anyone for a lock
+    /// shared with everyone, the group's for a lock shared with a group.
+    fn owner_trusted(self, stat: &FileStat) -> bool {
+        stat.uid == self.me
+            || stat.uid == 0
+            || self.with_everyone()
+            || (self.with_group_only() && self.is_my_group(stat.gid))
+    }
+}
+
+fn is_sticky(stat: &FileStat) -> bool {
+    stat.permissions() & 0o1000 != 0
 }
 
 #[cfg(test)]
@@ -249,5 +287,33 @@ mod tests {
         if me != 0 {
             assert_eq!(why(private.check_dir(&FileStat { uid: 0, ..dir(0o755) })), None, "root's directory");
         }
+    }
+
+    #[test]
+    fn a_name_on_the_way_to_the_lock_must_stay_put() {
+        let me = sys::geteuid();
+        let dir = |mode, uid| FileStat { mode: libc::S_IFDIR | mode, ..stat(0, uid) };
+        let private = Sharing::new(0o600);
+        let group = Sharing::new(0o660);
+        // Of a group none of the lock's users is in: another user's own.
+        let foreign = (1..).find(|gid| !group.is_my_group(*gid)).unwrap();
+        let link = |uid| FileStat { mode: libc::S_IFLNK | 0o777, gid: foreign, ..stat(0, uid) };
+        let tmp = dir(0o1777, 0);
+        assert_eq!(why(private.check_way(&tmp, &link(me))), None, "my own link in /tmp");
+        assert_eq!(why(group.check_way(&tmp, &dir(0o2770, 0))), None, "root's directory in /tmp");
+        assert_eq!(
+            why(private.check_way(&dir(0o755, 0), &link(me + 1))),
+            None,
+            "another's link where only root writes"
+        );
+        for sharing in [private, group] {
+            assert_eq!(
+                why(sharing.check_way(&tmp, &link(me + 1))),
+                Some(Untrusted::OwnedByOther),
+                "another user's link in /tmp, which they may point elsewhere at any time"
+            );
+            assert_eq!(why(sharing.check_way(&dir(0o777, 0), &link(me))), Some(Untrusted::WritableByOthers));
+        }
+        assert_eq!(why(Sharing::new(0o666).check_way(&tmp, &link(me + 1))), None, "everyone is the lock's user");
     }
 }

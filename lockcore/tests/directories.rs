@@ -14,7 +14,12 @@
 //!   not written; once private again it is taken: a handle that keeps the
 //!   file open (or mapped, as `shm` does) judges it anew at every call;
 //! * a directory reached through a symlink (`/var/lock` -> `/run/lock`) is
-//!   judged as the directory it is, not as the link;
+//!   judged as the directory it is, not as the link; but a link that someone
+//!   outside the lock's users may point elsewhere (another user's, in a
+//!   sticky directory such as `/tmp`) is refused, as is any name on the way
+//!   that they may replace (a directory in one anyone may write, however
+//!   it is reached): each later open would follow it to a directory of
+//!   their choosing, and a second holder would take the lock there;
 //! * a socket where a lock's file belongs is no lock (`NotALock`), not a
 //!   system error.
 
@@ -164,6 +169,65 @@ fn a_directory_reached_through_a_symlink_is_judged_as_itself() {
         let acquired = lock.try_acquire();
         assert!(acquired.is_ok(), "{:?}", acquired.map_err(|e| lock.describe(&e).to_string()));
         lock.release(std::time::Duration::ZERO).unwrap();
+    });
+}
+
+#[test]
+fn a_directory_inside_one_others_may_write_is_refused_however_it_is_reached() {
+    each_file_scheme("dir-in-open-dir", |scheme, dir| {
+        // Anyone may rename `inner` aside and put a directory of their own
+        // (or a link to one) in its place: its own bits do not help.
+        let open = dir.join("open");
+        let inner = open.join("inner");
+        std::fs::create_dir_all(&inner).unwrap();
+        set_mode(&open, 0o777);
+        set_mode(&inner, 0o700);
+        refused(&scheme.spec(&inner, ""), FileRole::Directory);
+        // Reached through links, one relative and one through `..`.
+        let via = dir.join("via");
+        std::os::unix::fs::symlink("open/inner", &via).unwrap();
+        refused(&scheme.spec(&via, ""), FileRole::Directory);
+        let back = dir.join("back");
+        std::fs::create_dir(&back).unwrap();
+        std::os::unix::fs::symlink("../via", back.join("again")).unwrap();
+        refused(&scheme.spec(&back.join("again"), ""), FileRole::Directory);
+        assert_eq!(std::fs::read_dir(&inner).unwrap().count(), 0, "nothing was made there");
+    });
+}
+
+#[test]
+fn a_directory_reached_through_another_users_symlink_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to give a symlink to another user");
+        return;
+    }
+    each_file_scheme("dir-through-their-link", |scheme, dir| {
+        // Both trusted directories: root's, sticky, as /run/lock and /var/tmp are.
+        let (first, second) = (dir.join("first"), dir.join("second"));
+        for real in [&first, &second] {
+            std::fs::create_dir(real).unwrap();
+            set_mode(real, 0o1777);
+        }
+        let like_tmp = dir.join("like-tmp");
+        std::fs::create_dir(&like_tmp).unwrap();
+        set_mode(&like_tmp, 0o1777);
+        // Another user's link in /tmp, which the lock's user took for a
+        // directory of its own (`mkdir -p` succeeds on it).
+        let link = like_tmp.join("job");
+        std::os::unix::fs::symlink(&first, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        refused(&scheme.spec(&link, ""), FileRole::Directory);
+        // A way through a directory of theirs, too: they may rename its
+        // entries.
+        let theirs = like_tmp.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        chown(&theirs, Some(65534), Some(65534));
+        let inner = theirs.join("inner");
+        std::os::unix::fs::symlink(&second, &inner).unwrap();
+        refused(&scheme.spec(&inner, ""), FileRole::Directory);
+        for real in [&first, &second] {
+            assert_eq!(std::fs::read_dir(real).unwrap().count(), 0, "nothing was made in {real:?}");
+        }
     });
 }
 
