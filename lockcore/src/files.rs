@@ -37,13 +37,39 @@ pub fn helper_path(path: &CPath) -> Result<CPath, Error> {
 pub fn create_helper_file(beside: &CPath, mode: u32, bytes: &[u8]) -> Result<CPath, Error> {
     let helper = helper_path(beside)?;
     let fd = sys::open(&helper, CREATE_NEW_FLAGS, 0).map_err(|e| create_error(&helper, e))?;
-    let written = sys::fchmod(&fd, mode).and_then(|()| sys::write_all(&fd, bytes));
+    let written = to_directory_group(&fd, &helper, mode)
+        .and_then(|_| sys::fchmod(&fd, mode))
+        .and_then(|()| sys::write_all(&fd, bytes));
     drop(fd);
     if let Err(e) = written {
         let _ = sys::unlink(&helper);
         return Err(FileError::io(FileRole::Helper, e));
     }
     Ok(helper)
+}
+
+/// Gives a file or directory shared with a group (and with nobody else),
+/// just made at `path` with `mode` to come, the group of the directory
+/// that holds it, when the members of that group may write there (they
+/// are the lock's users), as a setgid directory would: `Ok(true)` if it
+/// took that group now. Made with its creator's own group instead, it
+/// would shut out every other user of the lock not in that group (no
+/// class of its bits would be theirs) until someone removes it by hand.
+/// Where the creator may not give it that group, it keeps its own.
+pub(crate) fn to_directory_group(fd: &Fd, path: &CPath, mode: u32) -> Result<bool, Errno> {
+    if mode & 0o070 == 0 || mode & 0o007 != 0 {
+        return Ok(false);
+    }
+    let Ok(dir) = CPath::from_parts(&[path.parent()]) else { return Ok(false) };
+    let (Ok(dir), made) = (sys::stat(&dir), sys::fstat(fd)?) else { return Ok(false) };
+    if dir.permissions() & 0o020 == 0 || dir.gid == made.gid {
+        return Ok(false);
+    }
+    match sys::fchown_group(fd, dir.gid) {
+        Ok(()) => Ok(true),
+        Err(Errno::EPERM) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// The error of the exclusive create of `helper`. `ENOENT` from a directory

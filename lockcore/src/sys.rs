@@ -473,6 +473,12 @@ pub fn fchmod(fd: &Fd, mode: u32) -> SysResult<()> {
     retry(|| cvt(unsafe { libc::fchmod(fd.0, mode as libc::mode_t) })).map(drop)
 }
 
+/// `fchown(2)` of the group only, the owner left as it is.
+pub fn fchown_group(fd: &Fd, gid: u32) -> SysResult<()> {
+    // SAFETY: plain call on a descriptor we own; -1 leaves the owner be.
+    retry(|| cvt(unsafe { libc::fchown(fd.0, u32::MAX as libc::uid_t, gid as libc::gid_t) })).map(drop)
+}
+
 /// `stat(2)`: the status of what `path` names, following symlinks all the
 /// way (for a directory reached through one, as `/var/lock` is).
 pub fn stat(path: &CPath) -> SysResult<FileStat> {

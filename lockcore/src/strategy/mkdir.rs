@@ -153,9 +153,14 @@ impl LockStore for Mkdir {
         sys::mkdir(&staging, 0o700).map_err(|e| FileError::from_errno(FileRole::Helper, &staging, e))?;
         let built = open_dir(&staging)?.ok_or(Error::not_a_lock(FileRole::Helper)).and_then(|dir| {
             // The setgid bit a directory inherits in a group-shared parent
-            // is kept: it is what gives the record the shared group.
-            let inherited = sys::fstat(&dir).map_err(|e| FileError::io(FileRole::Helper, e))?.permissions() & 0o2000;
-            sys::fchmod(&dir, cx.sharing.dir_mode() | inherited).map_err(|e| FileError::io(FileRole::Helper, e))?;
+            // is kept: it is what gives the record the shared group. In a
+            // parent without it, the directory is given the parent's group
+            // and the bit, for the record to get that group too.
+            let io = |e| FileError::io(FileRole::Helper, e);
+            let inherited = sys::fstat(&dir).map_err(io)?.permissions() & 0o2000;
+            let given = files::to_directory_group(&dir, &staging, cx.sharing.dir_mode()).map_err(io)?;
+            let setgid = if given { 0o2000 } else { inherited };
+            sys::fchmod(&dir, cx.sharing.dir_mode() | setgid).map_err(io)?;
             write_record(&dir, RECORD_NAME, record, cx.sharing.record_mode())
         });
         let placed = built.and_then(|()| rename_into_place(&staging, &self.lock));

@@ -327,6 +327,16 @@ impl SharedDir {
         dir
     }
 
+    /// [`for_group`](Self::for_group) as an admin who forgot the setgid
+    /// bit makes it: mode 0770, so what a member creates gets the member's
+    /// own group unless the library gives it the directory's.
+    pub fn for_group_without_setgid(users: &TestUsers, label: &str) -> SharedDir {
+        let dir = SharedDir::make(label);
+        std::os::unix::fs::chown(&dir.path, Some(0), Some(users.share_gid())).unwrap();
+        fs::set_permissions(&dir.path, fs::Permissions::from_mode(0o770)).unwrap();
+        dir
+    }
+
     /// Like `/tmp`: owned by root, mode 1777. Anyone may create files in
     /// it, the hostile user too; only a file's owner may remove or rename it.
     pub fn like_tmp(label: &str) -> SharedDir {
