@@ -148,6 +148,23 @@ fn every_scheme_leaves_a_data_file_and_a_data_directory_alone() {
     });
 }
 
+/// A holder that removes its own lock file before it releases (as scripts
+/// that `flock` a file often do) is told it lost the lock, since a program
+/// that writes no record may have locked a new file there; but the next
+/// holder is not told it took the lock over from a holder that died.
+#[test]
+fn a_holder_that_removed_its_lock_file_leaves_no_dead_holder_behind() {
+    let dir = TestDir::new("data-files-removed-by-holder");
+    let lock_file = dir.join("job.lock");
+    let spec = format!("flock:{}", lock_file.display());
+    let mut holder = open_lock(&spec);
+    holder.try_acquire().unwrap();
+    fs::remove_file(&lock_file).unwrap();
+    assert_eq!(holder.release(Duration::ZERO), Ok(ReleaseOutcome::Lost));
+    let next = open_lock(&spec).try_acquire().unwrap();
+    assert_eq!(next.took_over_from, None, "told it took over from a holder that released");
+}
+
 /// `flock(1)` and the library exclude each other on a data file, and the
 /// holder's writes to it stay.
 #[test]

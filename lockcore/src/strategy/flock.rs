@@ -354,6 +354,16 @@ impl Cooldown for Flock {
         // is.
         if !self.held_still_linked()? {
             self.let_go(false);
+            // Lost all the same: a program that writes no record (`flock(1)`)
+            // may have locked a new file at the path. But a record still
+            // ours says no acquisition of this library came since, and left
+            // there it would tell the next holder that it took the lock over
+            // from us, dead (its process gone by then), though we let go.
+            if let Ok(mut guard) = self.state.lock(cx.deadline, cx.me.boot) {
+                if read_record(&guard).ok().flatten().is_some_and(|rec| rec.nonce == held.nonce) {
+                    let _ = guard.store_with_record(None);
+                }
+            }
             return Ok(ReleaseOutcome::Lost);
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
