@@ -173,7 +173,8 @@ const MAX_LINKS: u32 = 40;
 /// relative way starts at the working directory, which no rename moves for
 /// this process. Where the way cannot be followed (a name missing, a
 /// search refused, a loop), nothing more is judged: opening the lock's
-/// files there fails and says why.
+/// files there fails and says why. A way longer than a path can be is
+/// refused: what follows the part judged could be anyone's.
 fn check_way_to(dir: &CPath, sharing: Sharing) -> Result<(), Error> {
     // Three paths' room on the stack, whatever the way: where it is, what
     // is left of it, and a link's target.
@@ -196,7 +197,7 @@ fn check_way_to(dir: &CPath, sharing: Sharing) -> Result<(), Error> {
         }
         let at_len = at.as_bytes().len();
         if at.push(b"/").and_then(|()| at.push(name)).is_err() {
-            return Ok(());
+            return Err(way_too_long());
         }
         let Ok(entry) = sys::lstat(&at) else { return Ok(()) };
         // `..` names the directory that holds the one before, which nobody
@@ -217,14 +218,17 @@ fn check_way_to(dir: &CPath, sharing: Sharing) -> Result<(), Error> {
         // The link's target, then what was left after it, is the way on.
         let rest = &way.as_bytes()[pos..];
         let whole = len + 1 + rest.len();
-        if links > MAX_LINKS || whole >= target.len() {
+        if links > MAX_LINKS {
             return Ok(());
+        }
+        if whole >= target.len() {
+            return Err(way_too_long());
         }
         target[len] = b'/';
         target[len + 1..whole].copy_from_slice(rest);
         way.truncate(0);
         if way.push(&target[..whole]).is_err() {
-            return Ok(());
+            return Err(way_too_long());
         }
         pos = 0;
         if len > 0 && target[0] == b'/' {
@@ -234,6 +238,17 @@ fn check_way_to(dir: &CPath, sharing: Sharing) -> Result<(), Error> {
             at_stat = root;
         }
     }
+}
+
+/// The error of a way to a lock's directory too long to follow here (its
+/// links' targets and the names after them add up to more than PATH_MAX):
+/// a part of it that is not judged could be anyone's to replace.
+fn way_too_long() -> Error {
+    Error::Spec(crate::error::SpecError::new(
+        crate::error::SpecErrorKind::PathTooLong,
+        b"",
+        "the way to the lock's directory, its symbolic links followed, is longer than PATH_MAX",
+    ))
 }
 
 /// Removes what is at `path` only if it is still the file, directory or

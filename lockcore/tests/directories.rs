@@ -195,6 +195,28 @@ fn a_directory_inside_one_others_may_write_is_refused_however_it_is_reached() {
     });
 }
 
+/// A way whose links, followed, spell a path longer than PATH_MAX (the
+/// kernel resolves it, one link at a time) cannot be judged to its end
+/// here: refused, never taken as judged.
+#[test]
+fn a_way_too_long_to_judge_is_refused() {
+    each_file_scheme("dir-way-too-long", |scheme, dir| {
+        let real = dir.join("real");
+        std::fs::create_dir(&real).unwrap();
+        // Each link goes down and back up 350 times before the next: 2,800
+        // bytes of way apiece, and 5,600 for the two.
+        let detour = "real/../".repeat(350);
+        std::os::unix::fs::symlink(format!("{detour}second"), dir.join("first")).unwrap();
+        std::os::unix::fs::symlink(format!("{detour}real"), dir.join("second")).unwrap();
+        let spec = scheme.spec(&dir.join("first"), "");
+        assert!(std::fs::metadata(dir.join("first")).unwrap().is_dir(), "the kernel follows it");
+        let mut lock = open_lock(&spec);
+        let err = lock.try_acquire().expect_err("a way too long to judge");
+        assert_eq!(err.kind(), ErrorKind::Spec(lockcore::SpecErrorKind::PathTooLong), "{}", lock.describe(&err));
+        assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0, "nothing was made there");
+    });
+}
+
 #[test]
 fn a_directory_reached_through_another_users_symlink_is_refused() {
     if !is_root() {
