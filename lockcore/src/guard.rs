@@ -274,6 +274,12 @@ impl GuardFile {
     /// close, and its lock with it.
     fn try_lock_opened(&mut self, kind: OfdLock, initial: &[u8]) -> Result<Option<u64>, Error> {
         let role = self.role;
+        if self.open.as_ref().is_some_and(|(kept, opened)| kept.is_reusable() && !kept.still_names(opened)) {
+            // Closed by the program and reused for a file of its own.
+            if let Some((kept, _)) = self.open.take() {
+                kept.abandon();
+            }
+        }
         let (kept, opened) = match self.open {
             Some((ref kept, ref opened)) if kept.is_reusable() => (kept, opened),
             _ => {

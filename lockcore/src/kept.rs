@@ -36,6 +36,13 @@
 //! machine; as long as the child is stopped, if it is stopped before it
 //! ever runs).
 //!
+//! A program may close a number kept here (a double close, a loop that
+//! closes every descriptor above 2) and open a file of its own under it.
+//! Each use of a kept number that locks or writes through it first checks
+//! that it still names the file it was opened on
+//! ([`KeptFd::still_names`]); one that does not is given up, neither
+//! closed nor locked through, and the file is opened anew.
+//!
 //! Not covered: a child made by a raw `clone(2)` or `syscall(SYS_fork)`,
 //! which runs no handler, keeps its copies as it keeps every descriptor
 //! open at the time; so does any child of a fork made while a lock is held
@@ -47,7 +54,7 @@
 use core::sync::atomic::Ordering::SeqCst;
 use core::sync::atomic::{AtomicI32, AtomicU64, AtomicU8};
 
-use crate::sys::{self, Fd};
+use crate::sys::{self, Fd, FileStat};
 
 /// How many descriptors one process keeps at most (a `flock` lock keeps
 /// two: its target and its guard); past that, a handle opens its files for
@@ -196,6 +203,28 @@ impl KeptFd {
     /// The descriptor.
     pub fn fd(&self) -> &Fd {
         &self.fd
+    }
+
+    /// Whether the number still names `file`, the file it was opened on.
+    /// A program that closes descriptors it did not open (a double close, a
+    /// loop that closes every descriptor above 2) frees the number, and its
+    /// next open takes it: through it, a lock would be taken on, and a
+    /// state written into, a file of the program's.
+    pub fn still_names(&self, file: &FileStat) -> bool {
+        sys::fstat(&self.fd).is_ok_and(|now| now.same_file(file))
+    }
+
+    /// Gives the number up without closing it: it names a file that is
+    /// not ours ([`still_names`](Self::still_names)), or, in a child of
+    /// `fork()`, its parent's. Unlisted, so that no child of a later fork
+    /// closes it either.
+    pub fn abandon(mut self) {
+        self.unlist();
+        // SAFETY: `fd` is taken once, here; `self` is forgotten right after,
+        // so its drop does not take it again.
+        let fd = unsafe { core::mem::ManuallyDrop::take(&mut self.fd) };
+        core::mem::forget(self);
+        fd.leak();
     }
 
     fn unlist(&mut self) {

@@ -126,6 +126,7 @@ impl Flock {
     /// (by this process: a child's copy of the handle lets its parent's
     /// go), and whether it was opened just now.
     fn target_for_attempt(&mut self, cx: &Context<'_>) -> Result<bool, Error> {
+        self.forget_unusable();
         if self.target.as_ref().is_some_and(|(kept, _)| kept.is_reusable()) {
             return Ok(false);
         }
@@ -134,14 +135,22 @@ impl Flock {
         Ok(true)
     }
 
-    /// Forgets a target this process did not open: in a child of `fork()`,
-    /// the copy of its parent's handle holds nothing, and the number it
-    /// kept may name another file of the child's by now.
-    fn forget_inherited(&mut self) {
-        if self.target.as_ref().is_some_and(|(kept, _)| !kept.is_here()) {
-            self.target = None;
-            self.held = false;
+    /// Forgets a target whose number is not ours to use: in a child of
+    /// `fork()`, the copy of its parent's handle holds nothing, and the
+    /// number it kept may name another file of the child's by now; and a
+    /// number the program closed names a file of its own once it opens one
+    /// (the kernel lock went with our description then): `true` when it
+    /// forgot a lock this process held.
+    fn forget_unusable(&mut self) -> bool {
+        let unusable = |(kept, opened): &(KeptFd, FileStat)| !kept.is_here() || !kept.still_names(opened);
+        if !self.target.as_ref().is_some_and(unusable) {
+            return false;
         }
+        let Some((kept, _)) = self.target.take() else { return false };
+        let lost_here = self.held && kept.is_here();
+        kept.abandon();
+        self.held = false;
+        lost_here
     }
 
     /// Lets go of a kernel lock this handle took and must not keep
@@ -149,7 +158,7 @@ impl Flock {
     /// explicitly: a description a child of `fork()` shares would outlive
     /// a close.
     fn let_go(&mut self, still_the_lock: bool) {
-        self.forget_inherited();
+        self.forget_unusable();
         if let Some((kept, _)) = &self.target {
             let _ = sys::try_flock(kept.fd(), FlockOp::Unlock);
         }
@@ -233,7 +242,9 @@ impl Flock {
     /// whether to keep its descriptor after a release); [`Error::NotHeld`]
     /// if it holds none.
     fn held_still_linked(&mut self) -> Result<bool, Error> {
-        self.forget_inherited();
+        if self.forget_unusable() {
+            return Ok(false);
+        }
         let Some((_, locked)) = self.target.as_mut().filter(|_| self.held) else { return Err(Error::NotHeld) };
         let now = file_at(&self.path, locked);
         if let Some(now) = now {
@@ -267,7 +278,7 @@ impl Strategy for Flock {
     }
 
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
-        self.forget_inherited();
+        self.forget_unusable();
         if self.held {
             // An acquisition the caller stopped tracking still holds the
             // kernel lock through this description, which would grant it
@@ -298,7 +309,7 @@ impl Strategy for Flock {
     }
 
     fn inspect(&mut self, cx: &Context<'_>) -> Result<Inspection, Error> {
-        self.forget_inherited();
+        self.forget_unusable();
         let held_here = self.held;
         let free = if held_here {
             false
