@@ -131,6 +131,9 @@ pub enum FileRole {
     Helper,
     /// The directory that holds the lock.
     Directory,
+    /// A directory or symbolic link on the way to the lock's directory (its
+    /// error names it as an entry).
+    Way,
 }
 
 impl FileRole {
@@ -140,6 +143,7 @@ impl FileRole {
             FileRole::Guard => "the lock's guard",
             FileRole::Helper => "a helper file beside the lock",
             FileRole::Directory => "the lock's directory",
+            FileRole::Way => "this name on the way to the lock's directory",
         }
     }
 }

@@ -19,7 +19,7 @@
 //!   renamed aside in one step, and removed only if it is the very file that
 //!   was judged; otherwise it is put back.
 
-use crate::error::{Error, FileError, FileRole, Problem};
+use crate::error::{EntryName, Error, FileError, FileRole, Problem, ENTRY_NAME_CAPACITY};
 use crate::owner::Nonce;
 use crate::sys::{self, CPath, Errno, Fd, FileStat};
 use crate::trust::Sharing;
@@ -67,8 +67,10 @@ pub(crate) fn to_directory_group(fd: &Fd, path: &CPath, mode: u32) -> Result<boo
     }
     match sys::fchown_group(fd, dir.gid) {
         Ok(()) => Ok(true),
-        Err(Errno::EPERM) => Ok(false),
-        Err(e) => Err(e),
+        // Best effort: where it cannot be given (the group unmapped in a
+        // user namespace, a file system that keeps no groups), the file
+        // keeps its maker's, as it did before.
+        Err(_) => Ok(false),
     }
 }
 
@@ -171,17 +173,22 @@ const MAX_LINKS: u32 = 40;
 /// home) lets them send later opens of the lock's files elsewhere, so that
 /// two processes hold the lock at once, each in its own directory. A
 /// relative way starts at the working directory, which no rename moves for
-/// this process. Where the way cannot be followed (a name missing, a
-/// search refused, a loop), nothing more is judged: opening the lock's
-/// files there fails and says why. A way longer than a path can be is
-/// refused: what follows the part judged could be anyone's.
+/// this process; each `..` judges the directory it leaves in the one it
+/// goes to, since whoever may move the first moves what `..` names. A way
+/// that cannot be followed to its end (a name missing or replaced midway,
+/// a search refused, a loop, more than a path can hold) is refused as the
+/// kernel would refuse it: a name not judged could be anyone's.
 fn check_way_to(dir: &CPath, sharing: Sharing) -> Result<(), Error> {
     // Three paths' room on the stack, whatever the way: where it is, what
     // is left of it, and a link's target.
-    let Ok(mut at) = CPath::from_parts(&[if dir.as_bytes().starts_with(b"/") { b"/" } else { b"." }]) else {
-        return Ok(());
+    let mut at =
+        CPath::from_parts(&[if dir.as_bytes().starts_with(b"/") { b"/" } else { b"." }]).map_err(|_| way_too_long())?;
+    let refused = |at: &CPath, errno| match errno {
+        // Told as the lock's directory's, as opening a file there would.
+        Errno::ENOENT => FileError::from_errno(FileRole::Directory, dir, errno),
+        _ => way_error(at.as_bytes(), FileError::from_errno(FileRole::Way, at, errno)),
     };
-    let Ok(mut at_stat) = sys::stat(&at) else { return Ok(()) };
+    let mut at_stat = sys::stat(&at).map_err(|e| refused(&at, e))?;
     let mut way = dir.clone();
     let mut pos = 0;
     let mut links = 0;
@@ -196,47 +203,80 @@ fn check_way_to(dir: &CPath, sharing: Sharing) -> Result<(), Error> {
             continue;
         }
         let at_len = at.as_bytes().len();
-        if at.push(b"/").and_then(|()| at.push(name)).is_err() {
+        let slash: &[u8] = if at.as_bytes() == b"/" { b"" } else { b"/" };
+        if at.push(slash).and_then(|()| at.push(name)).is_err() {
             return Err(way_too_long());
         }
-        let Ok(entry) = sys::lstat(&at) else { return Ok(()) };
-        // `..` names the directory that holds the one before, which nobody
-        // can swap.
-        if name != b".." {
-            sharing.check_way(&at_stat, &entry)?;
+        let entry = sys::lstat(&at).map_err(|e| refused(&at, e))?;
+        // Whichever was refused, the directory that holds the name or the
+        // name, is the one the error names.
+        let (holder, held) = (&at.as_bytes()[..at_len], at.as_bytes());
+        let judged = match name {
+            b".." => sharing.check_way(&entry, &at_stat).map_err(|e| (e, held, holder)),
+            _ => sharing.check_way(&at_stat, &entry).map_err(|e| (e, holder, held)),
+        };
+        if let Err((e, of_dir, of_entry)) = judged {
+            let lock_dir = entry.is_dir() && way.as_bytes()[pos..].iter().all(|&b| b == b'/');
+            return Err(match e {
+                // The lock's directory itself, judged where it stands: told
+                // as the lock's directory, as its own judgement would be.
+                Error::File(e) if lock_dir && e.file == FileRole::Way => {
+                    Error::File(FileError { file: FileRole::Directory, ..e })
+                }
+                e if e.file() == Some(FileRole::Directory) => way_error(of_dir, e),
+                e => way_error(of_entry, e),
+            });
         }
         if entry.is_dir() {
             at_stat = entry;
             continue;
         }
         if !entry.is_symlink() {
-            return Ok(());
+            return Err(refused(&at, Errno::ENOTDIR));
         }
         links += 1;
-        let Ok(len) = sys::readlink(&at, &mut target) else { return Ok(()) };
+        if links > MAX_LINKS {
+            return Err(refused(&at, Errno::ELOOP));
+        }
+        let len = sys::readlink(&at, &mut target).map_err(|e| refused(&at, e))?;
         at.truncate(at_len);
         // The link's target, then what was left after it, is the way on.
         let rest = &way.as_bytes()[pos..];
         let whole = len + 1 + rest.len();
-        if links > MAX_LINKS {
-            return Ok(());
-        }
         if whole >= target.len() {
             return Err(way_too_long());
         }
         target[len] = b'/';
         target[len + 1..whole].copy_from_slice(rest);
         way.truncate(0);
-        if way.push(&target[..whole]).is_err() {
-            return Err(way_too_long());
-        }
+        way.push(&target[..whole]).map_err(|_| way_too_long())?;
         pos = 0;
         if len > 0 && target[0] == b'/' {
             at.truncate(0);
-            let _ = at.push(b"/");
-            let Ok(root) = sys::stat(&at) else { return Ok(()) };
-            at_stat = root;
+            at.push(b"/").map_err(|_| way_too_long())?;
+            at_stat = sys::stat(&at).map_err(|e| refused(&at, e))?;
         }
+    }
+}
+
+/// `error`, about `path`, a directory or link on the way to the lock's
+/// directory: told as that path (as much of it as an entry name holds),
+/// not as the lock's directory.
+fn way_error(path: &[u8], error: Error) -> Error {
+    // Its end, which tells it from the lock's directory, if it is long.
+    let mut shown = [0u8; ENTRY_NAME_CAPACITY];
+    let name = if path.len() <= shown.len() {
+        path
+    } else {
+        let tail = &path[path.len() - (shown.len() - 3)..];
+        let tail = &tail[tail.iter().position(|&b| b == b'/').unwrap_or(0)..];
+        shown[..3].copy_from_slice(b"...");
+        shown[3..3 + tail.len()].copy_from_slice(tail);
+        &shown[..3 + tail.len()]
+    };
+    match error {
+        Error::File(e) => Error::File(FileError { file: FileRole::Way, entry: Some(EntryName::new(name)), ..e }),
+        other => other,
     }
 }
 

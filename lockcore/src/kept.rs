@@ -38,10 +38,15 @@
 //!
 //! A program may close a number kept here (a double close, a loop that
 //! closes every descriptor above 2) and open a file of its own under it.
-//! Each use of a kept number that locks or writes through it first checks
-//! that it still names the file it was opened on
+//! Each use of a kept guard, lease or queue file, or of `flock`'s target,
+//! first checks that the number still names the file it was opened on
 //! ([`KeptFd::still_names`]); one that does not is given up, neither
-//! closed nor locked through, and the file is opened anew.
+//! closed nor locked through, and the file is opened anew. Not covered: the
+//! same file opened again under the number (by the program, or by another
+//! handle of this process), which the check takes for ours; the numbers
+//! kept unlisted (a turnstile's naming file, an inotify instance, a redis
+//! socket); and a child forked before the handle's next call, whose
+//! handler still closes the listed number.
 //!
 //! Not covered: a child made by a raw `clone(2)` or `syscall(SYS_fork)`,
 //! which runs no handler, keeps its copies as it keeps every descriptor
@@ -217,9 +222,12 @@ impl KeptFd {
     /// Gives the number up without closing it: it names a file that is
     /// not ours ([`still_names`](Self::still_names)), or, in a child of
     /// `fork()`, its parent's. Unlisted, so that no child of a later fork
-    /// closes it either.
+    /// closes it either; but not in a child, where the handler freed every
+    /// slot at the fork and this one may list a number of the child's now.
     pub fn abandon(mut self) {
-        self.unlist();
+        if !self.is_inherited() {
+            self.unlist();
+        }
         // SAFETY: `fd` is taken once, here; `self` is forgotten right after,
         // so its drop does not take it again.
         let fd = unsafe { core::mem::ManuallyDrop::take(&mut self.fd) };

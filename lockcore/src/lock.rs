@@ -854,16 +854,20 @@ impl fmt::Display for Described<'_> {
         let file = if guard_held { Some(FileRole::Guard) } else { self.error.file() };
         let path: &[u8] = match file {
             Some(FileRole::Guard) => self.lock.guard_path().unwrap_or(lock).as_bytes(),
-            Some(FileRole::Directory) | Some(FileRole::Helper) => lock.parent(),
+            Some(FileRole::Directory) | Some(FileRole::Helper) | Some(FileRole::Way) => lock.parent(),
             Some(FileRole::Lock) | None => lock.as_bytes(),
         };
         // A path is bytes: those that are no printable text show as escapes.
         write_escaped(f, path)?;
         if let Some(entry) = self.error.entry() {
-            f.write_str("/")?;
+            // An entry of the lock's directory, or a name on the way to it.
+            f.write_str(if file == Some(FileRole::Way) { " (by way of " } else { "/" })?;
             write_escaped(f, entry.as_bytes())?;
             if entry.is_cut() {
                 f.write_str("...")?;
+            }
+            if file == Some(FileRole::Way) {
+                f.write_str(")")?;
             }
         }
         match self.error {

@@ -158,7 +158,9 @@ impl Sharing {
     /// holds it in the old one. `dir` is judged as the lock's own directory
     /// is, except that in a sticky one (`/tmp`) only the entry's owner and
     /// the directory's may replace the entry, so the entry must belong to
-    /// someone the lock trusts too, whatever the lock's mode.
+    /// someone the lock trusts too, whatever the lock's mode. Refused for
+    /// `dir`'s sake, the error is about [`FileRole::Directory`]; for the
+    /// entry's, about [`FileRole::Way`].
     pub fn check_way(self, dir: &FileStat, entry: &FileStat) -> Result<(), Error> {
         if !self.owner_trusted(dir) {
             return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, dir));
@@ -174,7 +176,7 @@ impl Sharing {
             return Err(FileError::untrusted(FileRole::Directory, why, dir));
         }
         if !self.owner_trusted(entry) {
-            return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, entry));
+            return Err(FileError::untrusted(FileRole::Way, Untrusted::OwnedByOther, entry));
         }
         Ok(())
     }

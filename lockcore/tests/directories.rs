@@ -182,15 +182,20 @@ fn a_directory_inside_one_others_may_write_is_refused_however_it_is_reached() {
         std::fs::create_dir_all(&inner).unwrap();
         set_mode(&open, 0o777);
         set_mode(&inner, 0o700);
-        refused(&scheme.spec(&inner, ""), FileRole::Directory);
+        refused(&scheme.spec(&inner, ""), FileRole::Way);
+        // The message names the directory others may write, not the lock's.
+        let mut lock = open_lock(&scheme.spec(&inner, ""));
+        let err = lock.try_acquire().unwrap_err();
+        let told = lock.describe(&err).to_string();
+        assert!(told.contains("(by way of ") && told.contains("/open): "), "{told}");
         // Reached through links, one relative and one through `..`.
         let via = dir.join("via");
         std::os::unix::fs::symlink("open/inner", &via).unwrap();
-        refused(&scheme.spec(&via, ""), FileRole::Directory);
+        refused(&scheme.spec(&via, ""), FileRole::Way);
         let back = dir.join("back");
         std::fs::create_dir(&back).unwrap();
         std::os::unix::fs::symlink("../via", back.join("again")).unwrap();
-        refused(&scheme.spec(&back.join("again"), ""), FileRole::Directory);
+        refused(&scheme.spec(&back.join("again"), ""), FileRole::Way);
         assert_eq!(std::fs::read_dir(&inner).unwrap().count(), 0, "nothing was made there");
     });
 }
@@ -218,6 +223,48 @@ fn a_way_too_long_to_judge_is_refused() {
 }
 
 #[test]
+fn child_entry() {
+    child_main(run_role);
+}
+
+fn run_role(role: &str) {
+    match role {
+        // Takes the lock SPEC, a path relative to CWD, and exits 0 if it got
+        // it, 3 if it was refused as untrusted.
+        "from-cwd" => {
+            std::env::set_current_dir(var("CWD")).unwrap();
+            let mut lock = open_lock(&var("SPEC"));
+            match lock.try_acquire() {
+                Ok(_) => std::process::exit(0),
+                Err(e) if e.kind() == ErrorKind::Untrusted && e.file() == Some(FileRole::Way) => std::process::exit(3),
+                Err(e) => panic!("{}", lock.describe(&e)),
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+/// A relative way that climbs out of the working directory with `..`: the
+/// directory it leaves must stay put in the one it climbs to, since
+/// whoever may move it there moves what `..` names (`../..` from a
+/// working directory moved into another of theirs names the parent of
+/// that one).
+#[test]
+fn a_climb_out_of_a_directory_others_may_move_is_refused() {
+    each_file_scheme("dir-climb", |scheme, dir| {
+        let open = dir.join("open");
+        let inner = open.join("inner");
+        std::fs::create_dir_all(&inner).unwrap();
+        set_mode(&open, 0o777);
+        set_mode(&inner, 0o700);
+        let spec = scheme.spec(Path::new("../.."), "");
+        let vars = [("CWD", inner.display().to_string()), ("SPEC", spec)];
+        let status = spawn("from-cwd", &vars).wait().unwrap();
+        assert_eq!(status.code(), Some(3), "{scheme:?}: taken by way of a directory others may move");
+    });
+}
+
+#[test]
 fn a_directory_reached_through_another_users_symlink_is_refused() {
     if !is_root() {
         eprintln!("skipped: needs root to give a symlink to another user");
@@ -238,7 +285,7 @@ fn a_directory_reached_through_another_users_symlink_is_refused() {
         let link = like_tmp.join("job");
         std::os::unix::fs::symlink(&first, &link).unwrap();
         std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
-        refused(&scheme.spec(&link, ""), FileRole::Directory);
+        refused(&scheme.spec(&link, ""), FileRole::Way);
         // A way through a directory of theirs, too: they may rename its
         // entries.
         let theirs = like_tmp.join("theirs");
@@ -246,7 +293,7 @@ fn a_directory_reached_through_another_users_symlink_is_refused() {
         chown(&theirs, Some(65534), Some(65534));
         let inner = theirs.join("inner");
         std::os::unix::fs::symlink(&second, &inner).unwrap();
-        refused(&scheme.spec(&inner, ""), FileRole::Directory);
+        refused(&scheme.spec(&inner, ""), FileRole::Way);
         for real in [&first, &second] {
             assert_eq!(std::fs::read_dir(real).unwrap().count(), 0, "nothing was made in {real:?}");
         }

@@ -65,7 +65,9 @@ fn run_role(role: &str) {
                         unsafe { libc::pause() };
                     }
                 }
+                let give_up = std::time::Instant::now() + Duration::from_secs(60);
                 while shm.at(FORKED_CHILD).load(SeqCst) != child as u64 {
+                    assert!(std::time::Instant::now() < give_up, "the forked child never ran");
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
