@@ -117,12 +117,8 @@ impl Sharing {
     }
 
     fn check_bits(self, file: FileRole, stat: &FileStat, guarded_bits: u32) -> Result<(), Error> {
-        let open_to = stat.permissions() & guarded_bits;
-        if open_to & !self.mode != 0 {
-            return Err(FileError::untrusted(file, Untrusted::WritableByOthers, stat));
-        }
-        if self.with_group_only() && open_to & 0o070 != 0 && !self.is_my_group(stat.gid) {
-            return Err(FileError::untrusted(file, Untrusted::OtherGroup(stat.gid), stat));
+        if let Some(why) = self.open_to_outsiders(stat, guarded_bits) {
+            return Err(FileError::untrusted(file, why, stat));
         }
         if self.is_private() && stat.uid != self.me {
             return Err(FileError::untrusted(file, Untrusted::OwnedByOther, stat));
@@ -140,14 +136,13 @@ impl Sharing {
         if !self.owner_trusted(stat) {
             return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, stat));
         }
-        let writers = stat.permissions() & 0o022;
-        if writers & !self.mode != 0 && !(is_sticky(stat) && self.is_private()) {
-            return Err(FileError::untrusted(FileRole::Directory, Untrusted::WritableByOthers, stat));
+        match self.open_to_outsiders(stat, 0o022) {
+            // For a private lock, the sticky bit keeps the others from
+            // touching what is not theirs (a group cannot be the lock's).
+            Some(Untrusted::WritableByOthers) if is_sticky(stat) && self.is_private() => Ok(()),
+            Some(why) => Err(FileError::untrusted(FileRole::Directory, why, stat)),
+            None => Ok(()),
         }
-        if self.with_group_only() && writers & 0o020 != 0 && !self.is_my_group(stat.gid) {
-            return Err(FileError::untrusted(FileRole::Directory, Untrusted::OtherGroup(stat.gid), stat));
-        }
-        Ok(())
     }
 
     /// Whether `entry`, a name on the way to the lock's directory (one of
@@ -165,20 +160,30 @@ impl Sharing {
         if !self.owner_trusted(dir) {
             return Err(FileError::untrusted(FileRole::Directory, Untrusted::OwnedByOther, dir));
         }
-        let writers = dir.permissions() & 0o022;
-        let foreign_group = self.with_group_only() && writers & 0o020 != 0 && !self.is_my_group(dir.gid);
-        if writers & !self.mode == 0 && !foreign_group {
-            return Ok(());
-        }
-        if !is_sticky(dir) {
-            let why =
-                if writers & !self.mode != 0 { Untrusted::WritableByOthers } else { Untrusted::OtherGroup(dir.gid) };
-            return Err(FileError::untrusted(FileRole::Directory, why, dir));
+        match self.open_to_outsiders(dir, 0o022) {
+            None => return Ok(()),
+            Some(why) if !is_sticky(dir) => return Err(FileError::untrusted(FileRole::Directory, why, dir)),
+            Some(_) => {}
         }
         if !self.owner_trusted(entry) {
             return Err(FileError::untrusted(FileRole::Way, Untrusted::OwnedByOther, entry));
         }
         Ok(())
+    }
+
+    /// Why someone outside the lock's users may use `stat` as its `bits`
+    /// (write bits, or read and write) allow, if they may: a class of users
+    /// the lock's mode leaves out, or, for a lock shared with a group, a
+    /// group that is none of the caller's.
+    fn open_to_outsiders(self, stat: &FileStat, bits: u32) -> Option<Untrusted> {
+        let open_to = stat.permissions() & bits;
+        if open_to & !self.mode != 0 {
+            Some(Untrusted::WritableByOthers)
+        } else if self.with_group_only() && open_to & 0o070 != 0 && !self.is_my_group(stat.gid) {
+            Some(Untrusted::OtherGroup(stat.gid))
+        } else {
+            None
+        }
     }
 
     /// Whether the owner of a directory (or of an entry on the way to the

@@ -263,10 +263,7 @@ impl Replay {
         match line {
             Line::Header(_) | Line::OtherVersion => {}
             Line::Request { nonce, patience, .. } => {
-                if self.count == MAX_REQUESTS {
-                    self.drop_finished();
-                }
-                if self.count == MAX_REQUESTS {
+                if !self.make_room() {
                     // Every reader drops the same overflowing requests: their
                     // requesters find themselves gone and queue again.
                     return Ok(());
@@ -336,10 +333,7 @@ impl Replay {
                 if self.find(nonce).is_some() || fence > self.header.last_fence {
                     return Ok(());
                 }
-                if self.count == MAX_REQUESTS {
-                    self.drop_finished();
-                }
-                if self.count == MAX_REQUESTS {
+                if !self.make_room() {
                     return Ok(());
                 }
                 let ended = if dead { Ended::Dead } else { Ended::Expired };
@@ -443,6 +437,15 @@ impl Replay {
                 r.since = r.since.max(self.header.last_end).max(self.header.not_before);
             }
         }
+    }
+
+    /// Whether the table has a slot for one more request, finished ones
+    /// forgotten first if it is full.
+    fn make_room(&mut self) -> bool {
+        if self.count == MAX_REQUESTS {
+            self.drop_finished();
+        }
+        self.count < MAX_REQUESTS
     }
 
     /// Forgets finished requests: lines that name them later are no-ops
