@@ -30,7 +30,6 @@
 //! appender) are torn lines. That is what makes compaction in place safe:
 //! see [`queue_file`](super::queue_file).
 
-use core::fmt::Write;
 use core::time::Duration;
 
 use crate::clock::BootId;
@@ -167,6 +166,20 @@ pub enum Line {
 }
 
 impl Line {
+    /// When the line was written; `None` for a header, which has no time
+    /// of its own.
+    pub fn time(&self) -> Option<i64> {
+        match *self {
+            Line::Header(_) | Line::OtherVersion => None,
+            Line::Request { t, .. }
+            | Line::Grant { t, .. }
+            | Line::Done { t, .. }
+            | Line::Skip { t, .. }
+            | Line::Broken { t, .. }
+            | Line::Left { t, .. } => Some(t),
+        }
+    }
+
     /// Parses one line, without its newline. `None` for anything that is
     /// not exactly one of the forms above.
     pub fn parse(line: &[u8]) -> Option<Line> {
@@ -247,67 +260,91 @@ impl Line {
         out
     }
 
+    /// Written with [`FixedText`]'s own number and hex writers, not
+    /// `core::fmt`: every change of the queue encodes a line or more under
+    /// its exclusive lock, and the formatter took most of that time.
     fn write_to(&self, out: &mut FixedText<LINE_CAPACITY>) -> core::fmt::Result {
         match *self {
             Line::Header(h) => {
                 out.push_bytes(b"H 4")?;
                 for boot in [h.kernel_boot, h.boot] {
                     match boot {
-                        Some(boot) => write!(out, " {boot:?}")?,
+                        Some(boot) => {
+                            out.push_bytes(b" ")?;
+                            out.push_hex(&boot.0)?;
+                        }
                         None => out.push_bytes(b" -")?,
                     }
                 }
-                write!(out, " {} {} {} {}", h.not_before, h.last_end, h.floor, h.last_fence)?;
+                for time in [h.not_before, h.last_end, h.floor] {
+                    push_time(out, time)?;
+                }
+                out.push_bytes(b" ")?;
+                out.push_u64(h.last_fence)?;
                 match h.head_since {
-                    Some(t) => writeln!(out, " {t}"),
-                    None => out.push_bytes(b" -\n"),
+                    Some(t) => push_time(out, t)?,
+                    None => out.push_bytes(b" -")?,
                 }
             }
-            Line::OtherVersion => out.push_bytes(b"H 0\n"),
+            Line::OtherVersion => out.push_bytes(b"H 0")?,
             Line::Request { nonce, owner, patience, t } => {
-                out.push_bytes(b"R ")?;
-                out.push_bytes(&nonce.hex())?;
+                push_kind_and_nonce(out, b"R ", nonce)?;
                 out.push_bytes(b" ")?;
                 owner.encode_into(out)?;
                 match patience {
-                    Some(ns) => write!(out, " {ns}")?,
+                    Some(ns) => push_time(out, ns)?,
                     None => out.push_bytes(b" -")?,
                 }
-                writeln!(out, " {t}")
+                push_time(out, t)?;
             }
             Line::Grant { nonce, until, t, fence } => {
-                out.push_bytes(b"G ")?;
-                out.push_bytes(&nonce.hex())?;
-                write_until(out, until)?;
-                writeln!(out, " {t} {fence}")
+                push_kind_and_nonce(out, b"G ", nonce)?;
+                push_until(out, until)?;
+                push_time(out, t)?;
+                out.push_bytes(b" ")?;
+                out.push_u64(fence)?;
             }
             Line::Left { nonce, owner, since, until, fence, dead, t } => {
-                out.push_bytes(b"L ")?;
-                out.push_bytes(&nonce.hex())?;
+                push_kind_and_nonce(out, b"L ", nonce)?;
                 out.push_bytes(b" ")?;
                 owner.encode_into(out)?;
-                write!(out, " {since}")?;
-                write_until(out, until)?;
-                writeln!(out, " {fence} {} {t}", if dead { "dead" } else { "expired" })
+                push_time(out, since)?;
+                push_until(out, until)?;
+                out.push_bytes(b" ")?;
+                out.push_u64(fence)?;
+                out.push_bytes(if dead { b" dead" } else { b" expired" })?;
+                push_time(out, t)?;
             }
             Line::Done { nonce, t, not_before } => {
-                out.push_bytes(b"D ")?;
-                out.push_bytes(&nonce.hex())?;
-                writeln!(out, " {t} {not_before}")
+                push_kind_and_nonce(out, b"D ", nonce)?;
+                push_time(out, t)?;
+                push_time(out, not_before)?;
             }
             Line::Skip { nonce, t } | Line::Broken { nonce, t } => {
-                out.push_bytes(if matches!(self, Line::Skip { .. }) { b"X " } else { b"B " })?;
-                out.push_bytes(&nonce.hex())?;
-                writeln!(out, " {t}")
+                let kind = if matches!(self, Line::Skip { .. }) { b"X " } else { b"B " };
+                push_kind_and_nonce(out, kind, nonce)?;
+                push_time(out, t)?;
             }
         }
+        out.push_bytes(b"\n")
     }
 }
 
+fn push_kind_and_nonce(out: &mut FixedText<LINE_CAPACITY>, kind: &[u8], nonce: Nonce) -> core::fmt::Result {
+    out.push_bytes(kind)?;
+    out.push_bytes(&nonce.hex())
+}
+
+/// A time or a duration in nanoseconds, after a space.
+fn push_time(out: &mut FixedText<LINE_CAPACITY>, ns: i64) -> core::fmt::Result {
+    out.push_bytes(b" ")?;
+    out.push_i64(ns)
+}
+
 /// A grant's end as its lines write it, after a space.
-fn write_until(out: &mut FixedText<LINE_CAPACITY>, until: Grant) -> core::fmt::Result {
+fn push_until(out: &mut FixedText<LINE_CAPACITY>, until: Grant) -> core::fmt::Result {
     match until {
-        Grant::Until(ns) => write!(out, " {ns}"),
+        Grant::Until(ns) => push_time(out, ns),
         Grant::Forever | Grant::No => out.push_bytes(b" never"),
     }
 }
@@ -338,8 +375,16 @@ pub const CHECKPOINT_MARK: &[u8] = b"K ";
 pub fn encode_commit(from: usize, len: usize) -> FixedText<LINE_CAPACITY> {
     let mut out = FixedText::new();
     // 2 + 2 x 20 digits + 2: always fits.
-    let _ = writeln!(out, "E {from} {len}");
+    let _ = write_commit(&mut out, from, len);
     out
+}
+
+fn write_commit(out: &mut FixedText<LINE_CAPACITY>, from: usize, len: usize) -> core::fmt::Result {
+    out.push_bytes(b"E ")?;
+    out.push_u64(from as u64)?;
+    out.push_bytes(b" ")?;
+    out.push_u64(len as u64)?;
+    out.push_bytes(b"\n")
 }
 
 /// A commit line's checkpoint: where it starts, and its length.
@@ -405,6 +450,57 @@ mod tests {
             assert!(bytes.len() < LINE_CAPACITY && bytes.ends_with(b"\n"), "{line:?}");
             assert_eq!(Line::parse(&bytes[..bytes.len() - 1]), Some(line));
         }
+    }
+
+    /// The text every version of this format reads and writes, to the byte.
+    #[test]
+    fn lines_are_written_in_the_documented_form() {
+        let boot = BootId([0xab; 16]);
+        let owner = Owner {
+            host: HostName::from_bytes(b"vm").unwrap(),
+            boot: Some(boot),
+            process: crate::owner::ProcessId { namespace: 4026531836, pid: 100, start_ticks: 5 },
+        };
+        let (nonce, hex) = (Nonce(0x1f), std::format!("{}1f", "0".repeat(30)));
+        let boot_hex = "ab".repeat(16);
+        let header = Header {
+            kernel_boot: Some(boot),
+            boot: None,
+            not_before: -1,
+            last_end: 2,
+            floor: 3,
+            last_fence: u64::MAX,
+            head_since: Some(i64::MIN),
+        };
+        let cases = [
+            (Line::Header(header), std::format!("H 4 {boot_hex} - -1 2 3 18446744073709551615 -9223372036854775808")),
+            (Line::Header(Header::EMPTY), "H 4 - - 0 0 0 0 -".into()),
+            (
+                Line::Request { nonce, owner, patience: Some(7), t: 8 },
+                std::format!("R {hex} vm {boot_hex} 4026531836 100 5 7 8"),
+            ),
+            (
+                Line::Request { nonce, owner: Owner { boot: None, ..owner }, patience: None, t: 8 },
+                std::format!("R {hex} vm - 4026531836 100 5 - 8"),
+            ),
+            (Line::Grant { nonce, until: Grant::Until(9), t: 10, fence: 11 }, std::format!("G {hex} 9 10 11")),
+            (Line::Grant { nonce, until: Grant::Forever, t: 10, fence: 11 }, std::format!("G {hex} never 10 11")),
+            (Line::Done { nonce, t: 12, not_before: 0 }, std::format!("D {hex} 12 0")),
+            (Line::Skip { nonce, t: 13 }, std::format!("X {hex} 13")),
+            (Line::Broken { nonce, t: 14 }, std::format!("B {hex} 14")),
+            (
+                Line::Left { nonce, owner, since: 15, until: Grant::Forever, fence: 16, dead: true, t: 17 },
+                std::format!("L {hex} vm {boot_hex} 4026531836 100 5 15 never 16 dead 17"),
+            ),
+            (
+                Line::Left { nonce, owner, since: 15, until: Grant::Until(18), fence: 16, dead: false, t: 17 },
+                std::format!("L {hex} vm {boot_hex} 4026531836 100 5 15 18 16 expired 17"),
+            ),
+        ];
+        for (line, text) in cases {
+            assert_eq!(line.encode().as_bytes(), std::format!("{text}\n").as_bytes(), "{line:?}");
+        }
+        assert_eq!(encode_commit(123, 45).as_bytes(), b"E 123 45\n");
     }
 
     #[test]

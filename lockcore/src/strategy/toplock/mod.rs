@@ -122,6 +122,9 @@ impl Strategy for Toplock {
                     (ttl, wait) => ttl.or(wait),
                 };
                 let (owner, patience) = (*cx.me, patience.map(nanos));
+                // Watched from now on, for its release to be told how it
+                // ended; no line yet names it.
+                self.queue.log.replay.watch_new(nonce);
                 // Nobody queued and no cooldown: granted in the same write.
                 // The queue may be empty because the last holder's grant
                 // ran out and the waiter that ended it gave up since.
@@ -267,8 +270,8 @@ impl Cooldown for Toplock {
     fn release_closed(&mut self, cx: &Context<'_>, held: &Record, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
         let (nonce, cooldown) = (held.nonce, nanos(cooldown));
         // Judged and ended in one section: nothing is granted in between.
-        self.queue.log.replay.watched = Some(nonce);
-        let released = self.queue.append_decided(cx, |log| {
+        self.queue.log.replay.watch(nonce);
+        self.queue.append_decided(cx, |log| {
             let replay = &log.replay;
             let me = replay.find(nonce);
             let outcome = match (me, replay.holder(log.now)) {
@@ -296,9 +299,7 @@ impl Cooldown for Toplock {
             let t = log.now;
             let not_before = if cooldown == 0 { 0 } else { t.saturating_add(cooldown) };
             Ok((outcome, done.then_some(Line::Done { nonce, t, not_before })))
-        });
-        self.queue.log.replay.watched = None;
-        released
+        })
     }
 }
 

@@ -86,6 +86,10 @@ pub struct Log {
     /// The wall clock read right beside `now`: what turns a time of the
     /// log into a wall time without counting the replay in between.
     pub wall: WallTime,
+    /// The first bytes the last replay read, as far as it can be taken up
+    /// from: how the next read tells a log that has only grown since.
+    replayed: [u8; QUEUE_CAPACITY],
+    replayed_len: usize,
 }
 
 impl core::fmt::Debug for QueueFile {
@@ -128,7 +132,10 @@ impl Log {
         self.len = n;
         let reader_now = BootTime::now().nanos();
         self.wall = WallTime::now();
-        self.replay.run(&self.bytes[..n], reader_now).map_err(unreadable)?;
+        self.replay.run_after(&self.bytes[..n], reader_now, &self.replayed[..self.replayed_len]).map_err(unreadable)?;
+        let resumable = self.replay.resumable_len().filter(|&len| len <= self.replayed.len()).unwrap_or(0);
+        self.replayed[..resumable].copy_from_slice(&self.bytes[..resumable]);
+        self.replayed_len = resumable;
         self.now = self.replay.now(reader_now);
         let header = self.replay.header;
         if header.boot == Some(own.clock) {
@@ -182,6 +189,8 @@ impl QueueFile {
                 replay: Replay::new(),
                 now: 0,
                 wall: WallTime::from_unix_nanos(0),
+                replayed: [0; QUEUE_CAPACITY],
+                replayed_len: 0,
             },
         }
     }

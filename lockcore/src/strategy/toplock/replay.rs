@@ -15,6 +15,11 @@
 //! stopped asking); a head whose owner was found dead is passed over by the
 //! `X` line of whoever found it so. Passing over never removes a line, so
 //! nobody loses their place.
+//!
+//! A process that reads the log again after it has only grown by appends
+//! goes on from where its last replay stopped ([`Replay::run_after`]) and
+//! comes to the same state, so that each line is parsed once by each
+//! reader, not at every read of a log that holds many.
 
 use crate::owner::{HostName, Nonce, Owner, ProcessId};
 use crate::strategy::toplock::line::{is_header_of_some_version, parse_commit, Grant, Header, Line, CHECKPOINT_MARK};
@@ -102,14 +107,41 @@ pub struct Replay {
     /// would hold the log's clock at its time, ending every grant at once.
     pub future_lines: u32,
     /// A request whose ending the caller wants to know (its own), and how
-    /// it ended, even after it was dropped from the table.
-    pub watched: Option<Nonce>,
+    /// it ended, even after it was dropped from the table: set by
+    /// [`watch`](Self::watch) or [`watch_new`](Self::watch_new).
+    watched: Option<Nonce>,
     /// How `watched` ended in the last [`run`](Self::run); `Pending` if it
     /// did not.
     pub watched_end: Ended,
     /// Where the last [`run`](Self::run) began: 0, or the committed
     /// checkpoint a compaction in place left ([`last_commit`]).
     pub origin: usize,
+    /// Where the last run can be taken up by the next, if the log has only
+    /// grown since ([`run_after`](Self::run_after)).
+    resume: Option<Resume>,
+    /// The last run skipped a line as from the future or put a header time
+    /// back to its reader's clock: its result holds for that clock only,
+    /// and a later reader replays the log anew.
+    clock_bound: bool,
+}
+
+/// How far a replay got, for the next one to go on from there: going on
+/// comes to what a replay of the whole log would, if the lines after `len`
+/// were all written after it ran. A run's clock enters its result only
+/// through the lines it skipped as from the future, the header times it
+/// put back to it, and its last [`Replay::advance`]. A run that did either
+/// of the first two (`clock_bound`) leaves no `Resume`; the last composes
+/// with the advance of any line stamped at or after `now`, as every line
+/// appended since is ([`Replay::run_after`]).
+#[derive(Clone, Copy, Debug)]
+struct Resume {
+    /// The length of the log's whole lines it read: where the next line starts.
+    len: usize,
+    /// The log's clock it advanced to, last.
+    now: i64,
+    /// The request it watched: a run that watched another would have told
+    /// a different ending.
+    watched: Option<Nonce>,
 }
 
 /// The commit of a checkpoint a compaction appended.
@@ -166,11 +198,15 @@ impl Replay {
             watched: None,
             watched_end: Ended::Pending,
             origin: 0,
+            resume: None,
+            clock_bound: false,
         }
     }
 
     /// Replays the whole log `bytes` as of `now` (boot-clock nanoseconds).
     pub fn run(&mut self, bytes: &[u8], now: i64) -> Result<(), Unreadable> {
+        self.resume = None;
+        self.clock_bound = false;
         self.count = 0;
         self.torn_lines = 0;
         self.future_lines = 0;
@@ -219,44 +255,110 @@ impl Replay {
                             head_since: header.head_since.map(|t| t.min(now)),
                             ..header
                         };
+                        self.clock_bound |= self.header != header;
                         continue;
                     }
                     _ if is_header_of_some_version(text) => return Err(Unreadable::Corrupt),
                     _ => return Err(Unreadable::NotAQueue),
                 }
             }
-            // A line that does not parse is such a torn line, closed. Its
-            // writer learnt of the failure from its write, or died: a torn
-            // request is made again, a torn grant is not confirmed, a torn
-            // release or skip is retried or its owner found dead.
-            let Some(line) = line else {
-                self.torn_lines += 1;
-                continue;
-            };
-            let t = match line {
-                Line::Header(_) | Line::OtherVersion => return Err(Unreadable::Corrupt),
-                Line::Request { t, .. }
-                | Line::Grant { t, .. }
-                | Line::Done { t, .. }
-                | Line::Skip { t, .. }
-                | Line::Broken { t, .. }
-                | Line::Left { t, .. } => t,
-            };
-            if t > now {
-                self.future_lines += 1;
-                continue;
-            }
-            self.header.floor = self.header.floor.max(t);
-            let t = self.header.floor;
-            self.advance(t);
-            self.apply(line, offset, t)?;
+            self.replay_line(line, offset, now)?;
         }
         if at == 0 {
             // A header, without its newline: never one a writer left whole.
             return Err(Unreadable::Corrupt);
         }
-        self.advance(self.now(now));
+        self.finish_run(at, now);
         Ok(())
+    }
+
+    /// [`run`](Self::run), going on from where the last run stopped when
+    /// `last_read` (the bytes that run read, as far as the caller kept them)
+    /// is the start of `bytes`: the same log, grown by appends. It comes to
+    /// exactly what a run over the whole log would, so that a process that
+    /// reads a log after each change replays each line once, not the whole
+    /// log each time. It starts over when the lines after are not plain
+    /// appends: a commit (the log starts again at its checkpoint) or a line
+    /// stamped before the last run's clock (every writer reads its clock
+    /// under the exclusive lock, after any reader that held the file
+    /// before it; only a hand that wrote the file otherwise stamps one so).
+    /// `Ok(true)` when it went on from the last run.
+    pub fn run_after(&mut self, bytes: &[u8], now: i64, last_read: &[u8]) -> Result<bool, Unreadable> {
+        let resume = self.resume.take().filter(|resume| {
+            resume.watched == self.watched
+                && last_read.len() >= resume.len
+                && bytes.get(..resume.len) == Some(&last_read[..resume.len])
+        });
+        let Some(resume) = resume else { return self.run(bytes, now).map(|()| false) };
+        let mut at = resume.len;
+        while let Some(nl) = bytes[at..].iter().position(|&b| b == b'\n') {
+            let text = &bytes[at..at + nl];
+            let line = Line::parse(text);
+            if text.starts_with(b"E ") || line.and_then(|line| line.time()).is_some_and(|t| t < resume.now) {
+                return self.run(bytes, now).map(|()| false);
+            }
+            self.replay_line(line, at, now)?;
+            at += nl + 1;
+        }
+        self.finish_run(at, now);
+        Ok(true)
+    }
+
+    /// The first bytes of the log that [`run_after`](Self::run_after) needs
+    /// to see unchanged to go on from the last run, if it can.
+    pub fn resumable_len(&self) -> Option<usize> {
+        self.resume.map(|resume| resume.len)
+    }
+
+    /// Tells the next runs how request `nonce` ended, in
+    /// [`watched_end`](Self::watched_end).
+    pub fn watch(&mut self, nonce: Nonce) {
+        self.watched = Some(nonce);
+    }
+
+    /// [`watch`](Self::watch) a request yet to be written, whose nonce is
+    /// fresh: no line already read can name it short of guessing 128 random
+    /// bits, so the last run's ending of it is `Pending`, and the next run
+    /// may go on from it.
+    pub fn watch_new(&mut self, nonce: Nonce) {
+        self.watched = Some(nonce);
+        self.watched_end = Ended::Pending;
+        if let Some(resume) = &mut self.resume {
+            resume.watched = self.watched;
+        }
+    }
+
+    /// Replays one whole line after the header (`None`: it does not parse),
+    /// which starts at `offset`, as of the reader's `now`.
+    fn replay_line(&mut self, line: Option<Line>, offset: usize, now: i64) -> Result<(), Unreadable> {
+        // A line that does not parse is such a torn line, closed. Its
+        // writer learnt of the failure from its write, or died: a torn
+        // request is made again, a torn grant is not confirmed, a torn
+        // release or skip is retried or its owner found dead.
+        let Some(line) = line else {
+            self.torn_lines += 1;
+            return Ok(());
+        };
+        let t = line.time().ok_or(Unreadable::Corrupt)?;
+        if t > now {
+            self.future_lines += 1;
+            self.clock_bound = true;
+            return Ok(());
+        }
+        self.header.floor = self.header.floor.max(t);
+        let t = self.header.floor;
+        self.advance(t);
+        self.apply(line, offset, t)
+    }
+
+    /// Ends a run that read the log's whole lines up to `len`: the queue as
+    /// of the reader's `now`, and where the next run may go on from.
+    fn finish_run(&mut self, len: usize, now: i64) {
+        let now = self.now(now);
+        self.advance(now);
+        if !self.clock_bound {
+            self.resume = Some(Resume { len, now, watched: self.watched });
+        }
     }
 
     fn apply(&mut self, line: Line, offset: usize, t: i64) -> Result<(), Unreadable> {
@@ -849,7 +951,7 @@ mod tests {
         let mut late = Log(twice.0.clone());
         late.push(Line::Done { nonce: Nonce(1), t: now, not_before: 30 * SECOND });
         let mut replay = Replay::new();
-        replay.watched = Some(Nonce(1));
+        replay.watch(Nonce(1));
         replay.run(&late.0, now).unwrap();
         assert_eq!(replay.watched_end, Ended::Expired);
         assert_eq!(replay.header.not_before, 30 * SECOND);
@@ -918,5 +1020,141 @@ mod tests {
         let torn = std::format!("{old}{marked}E {} {}\n", old.len(), marked.len() / 10);
         replay.run(torn.as_bytes(), 100).unwrap();
         assert_eq!((replay.origin, replay.count), (0, 2));
+    }
+
+    /// A script of lines, each stamped at or after the one before, that
+    /// passes through every kind of line and state: expiry with someone
+    /// waiting, a patience that runs out, a torn line closed, a cooldown, a
+    /// skip, a late release.
+    fn script() -> (std::vec::Vec<u8>, std::vec::Vec<(usize, i64)>) {
+        let owner = Owner::current().unwrap();
+        let request = |n: u128, patience: Option<i64>, t: i64| Line::Request { nonce: Nonce(n), owner, patience, t };
+        let grant =
+            |n: u128, until: i64, t: i64| Line::Grant { nonce: Nonce(n), until: Grant::Until(until), t, fence: 0 };
+        let lines = [
+            request(1, None, SECOND),
+            grant(1, 5 * SECOND, SECOND),
+            request(2, Some(60 * SECOND), 2 * SECOND),
+            request(3, Some(SECOND), 3 * SECOND),
+            grant(2, 100 * SECOND, 6 * SECOND),
+            Line::Done { nonce: Nonce(2), t: 7 * SECOND, not_before: 9 * SECOND },
+            request(4, None, 8 * SECOND),
+            grant(4, 20 * SECOND, 10 * SECOND),
+            Line::Skip { nonce: Nonce(3), t: 11 * SECOND },
+            Line::Done { nonce: Nonce(1), t: 12 * SECOND, not_before: 0 },
+            request(5, None, 12 * SECOND),
+            Line::Done { nonce: Nonce(4), t: 13 * SECOND, not_before: 0 },
+        ];
+        let mut log = Log::new(0).0;
+        let mut ends = std::vec![(log.len(), 0)];
+        for (i, line) in lines.iter().enumerate() {
+            if i == 6 {
+                log.extend_from_slice(b"R 00 torn\n");
+            }
+            log.extend_from_slice(line.encode().as_bytes());
+            ends.push((log.len(), line.time().unwrap()));
+        }
+        (log, ends)
+    }
+
+    fn state(replay: &Replay) -> std::string::String {
+        std::format!(
+            "{:?} {:?} torn {} future {} watched {:?} origin {}",
+            &replay.requests[..replay.count],
+            replay.header,
+            replay.torn_lines,
+            replay.future_lines,
+            replay.watched_end,
+            replay.origin
+        )
+    }
+
+    /// Whatever byte the last read stopped at, and whichever request is
+    /// watched, a replay that goes on from it comes to exactly the replay
+    /// of the whole log, and does go on rather than start over.
+    #[test]
+    fn a_replay_taken_up_where_the_last_stopped_comes_to_the_whole_replay() {
+        let (log, ends) = script();
+        let now = 14 * SECOND;
+        for watched in [1, 3, 4] {
+            let mut whole = Replay::new();
+            whole.watch(Nonce(watched));
+            whole.run(&log, now).unwrap();
+            for cut in ends[0].0..log.len() {
+                // Read at the time of the last whole line it holds.
+                let last_read = &log[..cut];
+                let then = ends.iter().rev().find(|&&(end, _)| end <= cut).unwrap().1;
+                let mut replay = Replay::new();
+                replay.watch(Nonce(watched));
+                replay.run(last_read, then).unwrap();
+                assert!(replay.resumable_len().is_some_and(|len| len <= cut));
+                assert_eq!(replay.run_after(&log, now, last_read), Ok(true), "cut at {cut}");
+                assert_eq!(state(&replay), state(&whole), "cut at {cut}, watching {watched}");
+            }
+        }
+    }
+
+    /// What is no plain append is replayed from the start: a log rewritten
+    /// under the last read, a line stamped before the last read's clock, a
+    /// last read that skipped a line from the future, another request
+    /// watched. A fresh request watched does not start it over.
+    #[test]
+    fn a_replay_starts_over_where_the_log_did_not_only_grow() {
+        let (log, ends) = script();
+        let (cut, then) = ends[5];
+        let now = 14 * SECOND;
+        let whole = |watched: u128| {
+            let mut whole = Replay::new();
+            whole.watch(Nonce(watched));
+            whole.run(&log, now).unwrap();
+            state(&whole)
+        };
+        let read_at = |then: i64, watched: u128| {
+            let mut replay = Replay::new();
+            replay.watch(Nonce(watched));
+            replay.run(&log[..cut], then).unwrap();
+            replay
+        };
+        // Rewritten: one byte of what was read differs.
+        let mut rewritten = log[..cut].to_vec();
+        rewritten[cut - 3] ^= 1;
+        let mut replay = read_at(then, 1);
+        assert_eq!(replay.run_after(&log, now, &rewritten), Ok(false));
+        assert_eq!(state(&replay), whole(1));
+        // Kept short: what was read is not all there to compare.
+        let mut replay = read_at(then, 1);
+        assert_eq!(replay.run_after(&log, now, &log[..cut - 1]), Ok(false));
+        assert_eq!(state(&replay), whole(1));
+        // Read after the next line's time: that line looks written before.
+        let mut replay = read_at(ends[6].1 + 1, 1);
+        assert_eq!(replay.run_after(&log, now, &log[..cut]), Ok(false));
+        assert_eq!(state(&replay), whole(1));
+        // Read before the last line's time: it was skipped as from the future.
+        let mut replay = read_at(then - 1, 1);
+        assert_eq!(replay.resumable_len(), None);
+        assert_eq!(replay.run_after(&log, now, &log[..cut]), Ok(false));
+        assert_eq!(state(&replay), whole(1));
+        // Another request watched.
+        let mut replay = read_at(then, 1);
+        replay.watch(Nonce(3));
+        assert_eq!(replay.run_after(&log, now, &log[..cut]), Ok(false));
+        assert_eq!(state(&replay), whole(3));
+        // A request yet to be written, watched: no line before names it.
+        let mut replay = read_at(then, 1);
+        replay.watch_new(Nonce(4));
+        assert_eq!(replay.run_after(&log, now, &log[..cut]), Ok(true));
+        assert_eq!(state(&replay), whole(4));
+        // A commit after: the log starts again at its checkpoint.
+        let mut committed = log[..cut].to_vec();
+        let marked = std::format!("{}H 4 - - 0 0 {} 0 -\n", std::str::from_utf8(CHECKPOINT_MARK).unwrap(), then);
+        committed.extend_from_slice(marked.as_bytes());
+        committed.extend_from_slice(super::super::line::encode_commit(cut, marked.len()).as_bytes());
+        let mut replay = read_at(then, 1);
+        assert_eq!(replay.run_after(&committed, now, &log[..cut]), Ok(false));
+        let mut from_checkpoint = Replay::new();
+        from_checkpoint.watch(Nonce(1));
+        from_checkpoint.run(&committed, now).unwrap();
+        assert_eq!(from_checkpoint.origin, cut);
+        assert_eq!(state(&replay), state(&from_checkpoint));
     }
 }
