@@ -277,10 +277,11 @@ impl Lock {
     /// there is none yet and `create` is false.
     fn take_line(&mut self, create: bool) -> Option<Turnstile> {
         let now = MonoTime::now();
+        let lock_path = self.strategy.abilities_ref().as_files().map(|files| files.path());
         let look_again = match &mut self.line {
             // Deleted (a cleaner of /tmp) and perhaps made anew: the others
             // queue in the file at the name now.
-            Line::Open(line) => !line.is_current_at(now),
+            Line::Open(line) => !lock_path.is_some_and(|path| line.is_current_at(path, now)),
             Line::Absent(looked) => create || !looked.is_believed(now),
             Line::Unopened | Line::Unfair => false,
         };

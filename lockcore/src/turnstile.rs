@@ -163,9 +163,12 @@ pub enum Unusable {
 }
 
 /// An open turnstile.
+///
+/// It keeps no path (the lock's path, with [`SUFFIX`], names it): a handle
+/// moves its turnstile out of itself and back at every acquisition, and a
+/// path is most of a page.
 pub struct Turnstile {
     map: SharedMapping,
-    path: CPath,
     /// The file mapped, or the one that names the segment: to see whether
     /// the path still names it.
     file: sys::FileStat,
@@ -195,7 +198,7 @@ impl Naming {
 
 impl core::fmt::Debug for Turnstile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Turnstile").field("path", &self.path).finish()
+        f.debug_struct("Turnstile").field("file", &self.file).finish()
     }
 }
 
@@ -219,7 +222,7 @@ impl Turnstile {
             return Err(Unusable::Never);
         }
         if sharing.writable_by_others() {
-            return Turnstile::open_segment(path, sharing, create);
+            return Turnstile::open_segment(&path, sharing, create);
         }
         let initial = initial_content();
         let (fd, file) = open_file(&path, sharing, &initial)?;
@@ -230,15 +233,15 @@ impl Turnstile {
         }
         let map = SharedMapping::new(&fd, FILE_LEN).map_err(|_| Unusable::Never)?;
         // Opened just now: a look at the path.
-        Ok(Turnstile { map, path, file, named: None, looked: RecentLook::made(MonoTime::now()) })
+        Ok(Turnstile { map, file, named: None, looked: RecentLook::made(MonoTime::now()) })
     }
 
     /// [`open`](Self::open) for a lock others may write: attaches the
     /// segment its file names, or, with `create`, makes one if it names
     /// none that is ours. One process at a time, under the file's lock, so
     /// that two who find none do not each make their own.
-    fn open_segment(path: CPath, sharing: Sharing, create: bool) -> Result<Turnstile, Unusable> {
-        let (fd, file) = open_file(&path, sharing, &initial_naming())?;
+    fn open_segment(path: &CPath, sharing: Sharing, create: bool) -> Result<Turnstile, Unusable> {
+        let (fd, file) = open_file(path, sharing, &initial_naming())?;
         let mut tries = 0;
         while !sys::try_ofd_lock(&fd, OfdLock::Exclusive).map_err(|_| Unusable::Never)? {
             tries += 1;
@@ -256,29 +259,29 @@ impl Turnstile {
         let (id, map) = attached?;
         Ok(Turnstile {
             map,
-            path,
             file,
             named: Some(Naming { fd: KeptFd::unlisted(fd), id }),
             looked: RecentLook::made(MonoTime::now()),
         })
     }
 
-    /// Whether the path still names the file mapped (or, for a lock others
-    /// may write, the file that names the segment attached, and whether it
-    /// still names that one): a turnstile deleted and made anew splits the
-    /// queue until every waiter has the new one.
-    pub fn is_current(&self) -> bool {
-        sys::lstat(&self.path).is_ok_and(|now| now.same_file(&self.file))
+    /// Whether the turnstile's path beside the lock at `lock` still names
+    /// the file mapped (or, for a lock others may write, the file that
+    /// names the segment attached, and whether it still names that one): a
+    /// turnstile deleted and made anew splits the queue until every waiter
+    /// has the new one.
+    pub fn is_current(&self, lock: &CPath) -> bool {
+        files::with_suffix(lock, SUFFIX).is_ok_and(|path| sys::lstat(&path).is_ok_and(|now| now.same_file(&self.file)))
             && self.named.as_ref().map_or(true, |named| Naming::read(named.fd.fd()) == Some(named.id))
     }
 
     /// [`is_current`](Self::is_current), by a look made at `now` unless the
     /// last one is still believed ([`RecentLook`]).
-    pub fn is_current_at(&mut self, now: MonoTime) -> bool {
+    pub fn is_current_at(&mut self, lock: &CPath, now: MonoTime) -> bool {
         if self.looked.is_believed(now) {
             return true;
         }
-        let current = self.is_current();
+        let current = self.is_current(lock);
         self.looked = if current { RecentLook::made(now) } else { RecentLook::default() };
         current
     }
@@ -689,7 +692,27 @@ mod tests {
         std::process::id() as i32
     }
 
-    /// The pid of a process that has exited and been reaped.
+    /// A turnstile removed (a cleaner of /tmp), or removed and made anew,
+    /// is no longer the current one at the lock's path, and a look that is
+    /// still believed says so only once it is not.
+    #[test]
+    fn a_turnstile_removed_or_made_anew_is_no_longer_current() {
+        let mut p = pair("current");
+        let lock = lock_in(&p.dir);
+        assert!(p.one.is_current(&lock) && p.other.is_current(&lock));
+        std::fs::remove_file(p.dir.join("lock.turnstile")).unwrap();
+        assert!(!p.one.is_current(&lock), "removed");
+        let anew = Turnstile::open(&lock, Sharing::new(0o600), true).unwrap();
+        assert!(anew.is_current(&lock) && !p.one.is_current(&lock), "made anew: another file");
+        let now = MonoTime::now();
+        assert!(p.other.is_current_at(&lock, now), "its look at opening is still believed");
+        let later = now.saturating_add(Duration::from_secs(1));
+        assert!(!p.other.is_current_at(&lock, later), "looked again");
+        assert!(!p.other.is_current_at(&lock, later), "and not believed after a look that failed");
+    }
+
+    /// Tickets taken through two mappings of one file are one queue, served
+    /// in the order they were taken; a turn passed twice moves once.
     #[test]
     fn turns_come_in_ticket_order_across_mappings() {
         let p = pair("order");
@@ -842,7 +865,7 @@ mod tests {
             let a = one.take(me()).unwrap();
             let b = other.take(me()).unwrap();
             assert_eq!([other.place(a), one.place(b)], [Place::Head, Place::Behind(1)], "one queue");
-            assert!(one.is_current() && other.is_current());
+            assert!(one.is_current(&lock) && other.is_current(&lock));
             drop(one);
             assert!(sys::segment_exists(id), "attached by the other");
             drop(other);
@@ -870,7 +893,7 @@ mod tests {
         let ticket = line.take(me()).unwrap();
         let file = std::fs::OpenOptions::new().write(true).open(dir.join("lock.turnstile")).unwrap();
         file.set_len(0).unwrap();
-        assert!(!line.is_current(), "the file names no segment now");
+        assert!(!line.is_current(&lock), "the file names no segment now");
         assert_eq!(line.place(ticket), Place::Head, "the words are where they were");
         line.pass(ticket);
 
