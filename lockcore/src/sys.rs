@@ -1358,10 +1358,12 @@ pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32, timeout: 
     }
 }
 
-/// `futex(2)` `FUTEX_WAKE` of every process waiting on the word.
-pub fn futex_wake(word: &core::sync::atomic::AtomicU32) {
+/// `futex(2)` `FUTEX_WAKE` of every process waiting on the word: how many
+/// it woke (none, too, on an error, which a valid word cannot give).
+pub fn futex_wake(word: &core::sync::atomic::AtomicU32) -> usize {
     // SAFETY: the word is a valid, aligned u32; WAKE reads no other argument.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+    let woken = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+    usize::try_from(woken).unwrap_or(0)
 }
 
 /// `statfs(2)`'s `f_type`: which kind of file system holds `path`.

@@ -519,9 +519,13 @@ impl Turnstile {
             if let Some(pid) = self.claimant(number) {
                 // Woken before its owner is judged alive, so that the system
                 // call that judges it is not on the way to the next holder:
-                // one judged gone was woken for nothing.
-                self.wake(number);
-                if lives(pid, me) {
+                // one judged gone was woken for nothing. A sleeper woken is
+                // alive, and needs no judging; only an owner that was not
+                // asleep on its word (between two looks, or dead) is judged.
+                // (A sleeper of the slot's ticket a round of the ring
+                // earlier, passed over while stopped, would pass for it:
+                // a dead owner then costs the slice that finds it.)
+                if self.wake(number) > 0 || lives(pid, me) {
                     return;
                 }
             }
@@ -532,10 +536,11 @@ impl Turnstile {
         }
     }
 
-    fn wake(&self, number: u32) {
+    /// Wakes the owner of ticket `number`: how many slept on its word.
+    fn wake(&self, number: u32) -> usize {
         let go = self.go(number);
         go.store(number, SeqCst);
-        sys::futex_wake(go);
+        sys::futex_wake(go)
     }
 
     /// The pid of the first live waiter in line that does not hold the
