@@ -280,7 +280,7 @@ impl QueueFile {
                 let granted_text = granted.map(|g| g.encode());
                 let granted_bytes = granted_text.as_ref().map_or(&b""[..], |g| g.as_bytes());
                 if self.log.len + 1 + line.as_bytes().len() + granted_bytes.len() < QUEUE_CAPACITY {
-                    append_lines(&file, self.log.len, &[line.as_bytes(), granted_bytes])?;
+                    append_lines(&file, self.log.bytes(), &[line.as_bytes(), granted_bytes])?;
                     if granted.is_some() {
                         // Not loaded again, as a request that waits is.
                         drop(file);
@@ -314,7 +314,7 @@ impl QueueFile {
                 let Some(line) = line else { return Ok(answer) };
                 let line = line.encode();
                 if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
-                    append_line(&file, self.log.len, line.as_bytes())?;
+                    append_line(&file, self.log.bytes(), line.as_bytes())?;
                     drop(file);
                     self.tidy(cx);
                     return Ok(answer);
@@ -519,22 +519,18 @@ fn rewrite_in_place(
 
 /// Appends one line in one write, to a log of `size` bytes read under the
 /// same exclusive lock.
-fn append_line(file: &LockedFile<'_>, size: usize, line: &[u8]) -> Result<(), Error> {
-    append_lines(file, size, &[line])
+fn append_line(file: &LockedFile<'_>, log: &[u8], line: &[u8]) -> Result<(), Error> {
+    append_lines(file, log, &[line])
 }
 
-/// Appends up to two lines in one write, to a log of `size` bytes read
-/// under the same exclusive lock. A log that does not end with a newline
-/// ends with a line torn by a writer that died or ran out of space inside
-/// its write: the newline that closes it goes first, in the same write, so
-/// that the torn line cannot swallow these.
-fn append_lines(file: &LockedFile<'_>, size: usize, lines: &[&[u8]]) -> Result<(), Error> {
-    let mut last = [b'\n'];
-    if size > 0 {
-        sys::pread_full(file.fd, &mut last, size as u64 - 1).map_err(|e| FileError::io(FileRole::Lock, e))?;
-    }
+/// Appends up to two lines in one write, to the whole `log` read under the
+/// same exclusive lock (so it is the file as it stands). A log that does
+/// not end with a newline ends with a line torn by a writer that died or
+/// ran out of space inside its write: the newline that closes it goes
+/// first, in the same write, so that the torn line cannot swallow these.
+fn append_lines(file: &LockedFile<'_>, log: &[u8], lines: &[&[u8]]) -> Result<(), Error> {
     let mut out = FixedText::<{ 2 * LINE_CAPACITY + 1 }>::new();
-    if last[0] != b'\n' {
+    if log.last().is_some_and(|&last| last != b'\n') {
         let _ = out.push_bytes(b"\n");
     }
     for line in lines {
