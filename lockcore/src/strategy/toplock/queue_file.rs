@@ -64,6 +64,11 @@ pub const RESERVE: usize = 4 * LINE_CAPACITY;
 /// Whoever reads the file compacts it once it is this long (and compaction
 /// would halve it).
 pub const COMPACT_AT: usize = 2 * 1024;
+/// The longest log a read goes on replaying from where the last stopped
+/// ([`Replay::run_after`]): one that is compacted as it should be. A longer
+/// one (many waiting) is replayed whole, rather than every handle keep a
+/// copy as long as the longest log: a `Lock` lives on its caller's stack.
+const RESUMABLE: usize = 2 * COMPACT_AT;
 
 /// A queue file and what was last read of it.
 pub struct QueueFile {
@@ -88,7 +93,7 @@ pub struct Log {
     pub wall: WallTime,
     /// The first bytes the last replay read, as far as it can be taken up
     /// from: how the next read tells a log that has only grown since.
-    replayed: [u8; QUEUE_CAPACITY],
+    replayed: [u8; RESUMABLE],
     replayed_len: usize,
 }
 
@@ -189,7 +194,7 @@ impl QueueFile {
                 replay: Replay::new(),
                 now: 0,
                 wall: WallTime::from_unix_nanos(0),
-                replayed: [0; QUEUE_CAPACITY],
+                replayed: [0; RESUMABLE],
                 replayed_len: 0,
             },
         }
