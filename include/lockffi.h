@@ -76,7 +76,8 @@
  *
  * Threads: a handle may be used from any thread, one call at a time; a
  * call made while another is running on it answers LOCK_ERR_HANDLE_IN_USE.
- * Two handles of one lock exclude each other as two processes do.
+ * Two handles of one lock exclude each other as two processes do. Every
+ * call fits in a thread stack of 160 KiB (built in release).
  *
  * fork(): a lock held at fork time stays the parent's. In the child, every
  * call on that handle but lock_close answers LOCK_ERR_FORKED, and

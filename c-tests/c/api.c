@@ -1768,6 +1768,78 @@ static bool test_killed_holder(void) {
     return for_each_strategy(killed_holder);
 }
 
+/* ------------------------------------------------------------------------ */
+/* A thread with a small stack                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A handle is tens of KiB (nothing in it is allocated but the handle
+ * itself): it is made in place on the heap, never passed by value, so that
+ * no call needs more than LOCKFFI_TEST_STACK_KIB of its thread's stack,
+ * what the README promises (build.rs sets it by how the library was
+ * built). Each kind of call is made on such a thread: open, acquire,
+ * inspect, prolong, a renewing watchdog, commit, release, a wait in line
+ * that times out, close. */
+struct small_stack_run {
+    const struct strategy *s;
+    const char *dir;
+    bool ok;
+};
+
+static bool calls_on_this_thread(const struct small_stack_run *run) {
+    const struct strategy *s = run->s;
+    lock_handle *h = NULL, *waiter = NULL;
+    OPEN(h, s, run->dir, "ttl=30s");
+    CHECK_RC(lock_acquire(h, 1000, NULL), LOCK_OK);
+    lock_info info;
+    CHECK_RC(lock_inspect(h, &info), LOCK_OK);
+    CHECK_MSG(info.held, "not held after lock_acquire");
+    CHECK_RC(lock_prolong(h, 60000), LOCK_OK);
+    if (!s->ttl_is_advisory) {
+        CHECK_RC(lock_autorenew(h, NULL, NULL), LOCK_OK);
+        CHECK_RC(lock_autorenew_stop(h), LOCK_OK);
+    }
+    char temp[HARNESS_PATH_MAX], target[HARNESS_PATH_MAX];
+    path_join(temp, sizeof temp, run->dir, "committed.new");
+    path_join(target, sizeof target, run->dir, "committed");
+    CHECK(write_text(temp, "new\n"));
+    CHECK_RC(lock_commit(h, temp, target), LOCK_OK);
+    OPEN(waiter, s, run->dir, "ttl=30s");
+    CHECK_RC(lock_acquire(waiter, 50, NULL), LOCK_TIMEOUT);
+    CHECK_RC(lock_release(h, 0), LOCK_OK);
+    CHECK_RC(lock_acquire(waiter, 1000, NULL), LOCK_OK);
+    CLOSE(waiter);
+    CLOSE(h);
+    return true;
+}
+
+static void *small_stack_thread(void *arg) {
+    struct small_stack_run *run = arg;
+    run->ok = calls_on_this_thread(run);
+    return NULL;
+}
+
+/* In a child, so that a stack overflow (SIGSEGV) fails the case, not the
+ * program. */
+static bool on_a_small_stack(void *arg) {
+    pthread_attr_t attr;
+    pthread_t thread;
+    CHECK(pthread_attr_init(&attr) == 0);
+    CHECK(pthread_attr_setstacksize(&attr, (size_t)LOCKFFI_TEST_STACK_KIB * 1024) == 0);
+    CHECK(pthread_create(&thread, &attr, small_stack_thread, arg) == 0);
+    CHECK(pthread_join(thread, NULL) == 0);
+    pthread_attr_destroy(&attr);
+    return ((struct small_stack_run *)arg)->ok;
+}
+
+static bool small_stack(const struct strategy *s, const char *dir) {
+    struct small_stack_run run = {s, dir, false};
+    return in_child_with_deadline(on_a_small_stack, &run, 30);
+}
+
+static bool test_calls_fit_a_small_thread_stack(void) {
+    return for_each_strategy(small_stack);
+}
+
 static const struct test_case CASES[] = {
     {"test_version", test_version},
     {"test_open_acquire_release_close", test_open_acquire_release_close},
@@ -1798,6 +1870,7 @@ static const struct test_case CASES[] = {
     {"test_fork_child_closes_renewed_handle", test_fork_child_closes_renewed_handle},
     {"test_fork_while_another_thread_calls", test_fork_while_another_thread_calls},
     {"test_killed_holder", test_killed_holder},
+    {"test_calls_fit_a_small_thread_stack", test_calls_fit_a_small_thread_stack},
 };
 
 int main(int argc, char **argv) {

@@ -3,6 +3,8 @@
 
 use core::cell::RefCell;
 use core::fmt;
+use core::mem::MaybeUninit;
+use core::ptr::addr_of_mut;
 use core::time::Duration;
 
 use crate::clock::{Moment, MonoTime, WallTime};
@@ -146,23 +148,62 @@ impl Lock {
     /// use for it: its locks would be judged by another process's liveness.
     #[doc(hidden)]
     pub fn with_owner(spec: Spec, owner: Owner) -> Result<Lock, Error> {
+        let mut slot = MaybeUninit::uninit();
+        Lock::with_owner_in(spec, owner, &mut slot)?;
+        // SAFETY: `with_owner_in` wrote the whole Lock.
+        Ok(unsafe { slot.assume_init() })
+    }
+
+    /// [`open`](Self::open), the handle written into `slot` rather than
+    /// returned: for a caller that keeps it elsewhere than on its stack
+    /// (the C ABI keeps it on the heap). A `Lock` is tens of KiB (nothing
+    /// is allocated: paths and buffers are inline), and each function that
+    /// returns one by value holds a copy in its frame, so that opening a
+    /// handle by value takes a few hundred KiB of stack.
+    pub fn open_in(spec: impl AsRef<[u8]>, slot: &mut MaybeUninit<Lock>) -> Result<&mut Lock, Error> {
+        let spec = Spec::parse(spec.as_ref())?;
+        Lock::with_owner_in(spec, Owner::current()?, slot)
+    }
+
+    /// [`with_owner`](Self::with_owner), written into `slot` as
+    /// [`open_in`](Self::open_in) writes it.
+    fn with_owner_in(spec: Spec, owner: Owner, slot: &mut MaybeUninit<Lock>) -> Result<&mut Lock, Error> {
         let sharing = Sharing::new(spec.options.mode);
-        let strategy = AnyStrategy::open(&spec, sharing)?;
+        let lock = slot.as_mut_ptr();
+        // SAFETY: `addr_of_mut!` makes a pointer to a field of the slot
+        // without reading it; MaybeUninit<T> has T's layout. Nothing is
+        // read from the slot until every field is written.
+        AnyStrategy::open_into(&spec, sharing, unsafe { &mut *addr_of_mut!((*lock).strategy).cast() })?;
         let line = if spec.options.fair { Line::Unopened } else { Line::Unfair };
-        let pid = crate::process::pid();
-        Ok(Lock {
-            spec,
-            me: owner,
-            pid,
-            incarnation: crate::process::incarnation(),
-            sharing,
-            strategy,
-            held: None,
-            took_over_from: None,
-            adopted: false,
-            line,
-            turn: None,
-        })
+        // SAFETY: as above; each field but `strategy` (written by now) is
+        // written once, and the pattern below names every field, so that a
+        // field added to Lock and left out here stops the build.
+        unsafe {
+            addr_of_mut!((*lock).spec).write(spec);
+            addr_of_mut!((*lock).me).write(owner);
+            addr_of_mut!((*lock).pid).write(crate::process::pid());
+            addr_of_mut!((*lock).incarnation).write(crate::process::incarnation());
+            addr_of_mut!((*lock).sharing).write(sharing);
+            addr_of_mut!((*lock).held).write(None);
+            addr_of_mut!((*lock).took_over_from).write(None);
+            addr_of_mut!((*lock).adopted).write(false);
+            addr_of_mut!((*lock).line).write(line);
+            addr_of_mut!((*lock).turn).write(None);
+            let Lock {
+                spec: _,
+                me: _,
+                pid: _,
+                incarnation: _,
+                sharing: _,
+                strategy: _,
+                held: _,
+                took_over_from: _,
+                adopted: _,
+                line: _,
+                turn: _,
+            } = &*lock;
+            Ok(slot.assume_init_mut())
+        }
     }
 
     /// The spec this handle was opened with.
@@ -657,12 +698,34 @@ impl Lock {
     /// [`forget`](Self::forget), leaves the lock to its owner.
     pub fn adopt(spec: Spec, held: Record) -> Result<Lock, Error> {
         let mut lock = Lock::with_spec(spec)?;
-        if held.owner.process.pid != lock.me.process.pid {
+        lock.take_on(held)?;
+        Ok(lock)
+    }
+
+    /// [`adopt`](Self::adopt), written into `slot` as
+    /// [`open_in`](Self::open_in) writes it: for a watchdog that keeps its
+    /// handle on the heap.
+    pub fn adopt_in(spec: Spec, held: Record, slot: &mut MaybeUninit<Lock>) -> Result<&mut Lock, Error> {
+        let lock = Lock::with_owner_in(spec, Owner::current()?, slot)?;
+        if let Err(e) = lock.take_on(held) {
+            // SAFETY: written whole just above, and never used again: the
+            // caller is told the slot holds nothing.
+            unsafe { slot.assume_init_drop() };
+            return Err(e);
+        }
+        // SAFETY: written whole by `with_owner_in`.
+        Ok(unsafe { slot.assume_init_mut() })
+    }
+
+    /// Makes this new handle the adopter of `held`, an acquisition of this
+    /// very process.
+    fn take_on(&mut self, held: Record) -> Result<(), Error> {
+        if held.owner.process.pid != self.me.process.pid {
             return Err(Error::Forked);
         }
-        lock.held = Some(held);
-        lock.adopted = true;
-        Ok(lock)
+        self.held = Some(held);
+        self.adopted = true;
+        Ok(())
     }
 
     /// Stops tracking the acquisition without releasing it. The turn goes

@@ -13,6 +13,8 @@
 //! build fails otherwise); one the type implements but the entry does not
 //! list is never used.
 
+use core::mem::MaybeUninit;
+
 use crate::error::Error;
 use crate::spec::{Key, Spec};
 #[cfg(feature = "example-scheme")]
@@ -28,6 +30,21 @@ use crate::strategy::symlink::Symlink;
 use crate::strategy::toplock::Toplock;
 use crate::strategy::{Abilities, Strategy};
 use crate::trust::Sharing;
+
+/// Opens a strategy of type `S` into `slot`, as `variant` of
+/// [`AnyStrategy`]: a frame of its own for each type, so that opening one
+/// scheme's lock takes the stack of that scheme's strategy, not of all of
+/// them at once.
+#[inline(never)]
+fn open_one<S: Strategy>(
+    spec: &Spec,
+    sharing: Sharing,
+    slot: &mut MaybeUninit<AnyStrategy>,
+    variant: fn(S) -> AnyStrategy,
+) -> Result<(), Error> {
+    slot.write(variant(S::open(spec, sharing)?));
+    Ok(())
+}
 
 /// Declares the schemes: [`Scheme`], its tables, the handle's dispatch
 /// and each strategy type's [`Abilities`], from one entry per scheme.
@@ -101,7 +118,8 @@ macro_rules! schemes {
 
         // The variants differ in size because nothing is allocated: paths
         // and the toplock replay buffer live inline. A `Lock` is a few tens
-        // of KiB; box it (lockffi does) rather than keep many on a small stack.
+        // of KiB; keep it on the heap, made in place (`Lock::open_in`, as
+        // lockffi does), rather than on a small stack.
         /// The strategy of an open lock, whichever scheme it is.
         #[allow(clippy::large_enum_variant)]
         #[derive(Debug)]
@@ -110,11 +128,13 @@ macro_rules! schemes {
         }
 
         impl AnyStrategy {
-            /// The strategy `spec` names, ready to make its first attempt.
-            pub(crate) fn open(spec: &Spec, sharing: Sharing) -> Result<AnyStrategy, Error> {
-                Ok(match spec.scheme {
-                    $($(#[cfg($cfg)])? Scheme::$variant => AnyStrategy::$variant(<$strategy>::open(spec, sharing)?),)*
-                })
+            /// The strategy `spec` names, ready to make its first attempt,
+            /// written into `slot`: no copy of it beyond the one its own
+            /// `open` returns, and only that one scheme's in the frame.
+            pub(crate) fn open_into(spec: &Spec, sharing: Sharing, slot: &mut MaybeUninit<AnyStrategy>) -> Result<(), Error> {
+                match spec.scheme {
+                    $($(#[cfg($cfg)])? Scheme::$variant => open_one::<$strategy>(spec, sharing, slot, AnyStrategy::$variant),)*
+                }
             }
 
             /// What every strategy does.

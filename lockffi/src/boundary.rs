@@ -94,7 +94,7 @@ macro_rules! ffi_export {
         } else {
             $crate::boundary::call(stringify!($name), || {
                 // Not null, checked above; by the export's contract it came
-                // from Box::into_raw in lock_open and is given back once.
+                // from lock_handle::open (a Box) and is given back once.
                 let $owned = std::ptr::NonNull::new($handle).expect("checked not null");
                 $body
             })
@@ -350,8 +350,7 @@ mod tests {
 
     fn handle() -> *mut lock_handle {
         let path = std::env::temp_dir().join(format!("lockffi-boundary-{}", std::process::id()));
-        let lock = Lock::open(format!("lease:{}", path.display()).as_str()).unwrap();
-        Box::into_raw(Box::new(lock_handle::new(lock)))
+        lock_handle::open(format!("lease:{}", path.display()).as_bytes()).unwrap()
     }
 
     /// The shape of an export, for a body that panics.
@@ -370,7 +369,8 @@ mod tests {
         assert_eq!(message(), "lock_test: internal error in the lock library (caught panic): the body panicked");
         // The claim was given back while unwinding: the next call gets in.
         assert_eq!(panicking_export(handle, &mut out), lock_result::LOCK_ERR_PANIC);
-        // SAFETY: made by Box::into_raw above, freed once, holding nothing.
+        // SAFETY: made by lock_handle::open above (a Box), freed once,
+        // holding nothing.
         drop(unsafe { Box::from_raw(handle) });
     }
 
@@ -385,7 +385,8 @@ mod tests {
         let claimed = unsafe { &*handle }.claim().unwrap();
         assert_eq!(panicking_export(handle, std::ptr::null_mut()), lock_result::LOCK_ERR_HANDLE_IN_USE);
         drop(claimed);
-        // SAFETY: made by Box::into_raw above, freed once, holding nothing.
+        // SAFETY: made by lock_handle::open above (a Box), freed once,
+        // holding nothing.
         drop(unsafe { Box::from_raw(handle) });
     }
 

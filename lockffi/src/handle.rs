@@ -2,6 +2,8 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
+use std::ptr::addr_of_mut;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -181,19 +183,49 @@ pub(crate) struct Cancel {
 }
 
 impl lock_handle {
-    /// A handle for `lock`, with no watchdog, no warning or cancel
-    /// callback, and no caller inside it.
-    pub fn new(lock: Lock) -> lock_handle {
-        lock_handle {
-            at_exit: UnsafeCell::new(None),
-            watchdog: UnsafeCell::new(None),
-            lock: UnsafeCell::new(lock),
-            in_use: AtomicU64::new(0),
-            caller_thread: AtomicU64::new(0),
-            warning: UnsafeCell::new(None),
-            cancel: UnsafeCell::new(None),
-            lost_callbacks: Arc::new(CallbackGate::new()),
+    /// A handle for the lock `spec` names, on the heap, with no watchdog,
+    /// no warning or cancel callback, and no caller inside it: what
+    /// `lock_open` gives C. Made in place, field by field, the lock opened
+    /// into its own field ([`Lock::open_in`]): a `Lock` is tens of KiB, and
+    /// one made by value and moved into a box is copied through several
+    /// frames, which took more stack than many programs give a thread.
+    pub fn open(spec: &[u8]) -> Result<*mut lock_handle, lockcore::Error> {
+        let slot: *mut lock_handle = Box::into_raw(Box::new(MaybeUninit::<lock_handle>::uninit())).cast();
+        // SAFETY: `slot` is a live allocation of one lock_handle
+        // (MaybeUninit<T> has T's layout); `addr_of_mut!` makes pointers to
+        // its fields without reading them; UnsafeCell<Lock> and
+        // MaybeUninit<Lock> both have Lock's layout.
+        let lock_field = unsafe { &mut *addr_of_mut!((*slot).lock).cast::<MaybeUninit<Lock>>() };
+        if let Err(e) = Lock::open_in(spec, lock_field) {
+            // SAFETY: the allocation made above, freed as what it was made
+            // as, with nothing in it to drop.
+            drop(unsafe { Box::from_raw(slot.cast::<MaybeUninit<lock_handle>>()) });
+            return Err(e);
         }
+        // SAFETY: as above; each field is written once, before the handle is
+        // used as a lock_handle.
+        unsafe {
+            addr_of_mut!((*slot).at_exit).write(UnsafeCell::new(None));
+            addr_of_mut!((*slot).watchdog).write(UnsafeCell::new(None));
+            addr_of_mut!((*slot).in_use).write(AtomicU64::new(0));
+            addr_of_mut!((*slot).caller_thread).write(AtomicU64::new(0));
+            addr_of_mut!((*slot).warning).write(UnsafeCell::new(None));
+            addr_of_mut!((*slot).cancel).write(UnsafeCell::new(None));
+            addr_of_mut!((*slot).lost_callbacks).write(Arc::new(CallbackGate::new()));
+            // Names every field, and so stops compiling when one is added
+            // that the writes above leave out.
+            let lock_handle {
+                at_exit: _,
+                watchdog: _,
+                lock: _,
+                in_use: _,
+                caller_thread: _,
+                warning: _,
+                cancel: _,
+                lost_callbacks: _,
+            } = &*slot;
+        }
+        Ok(slot)
     }
 
     /// `lock_close`: claims the handle for good, waiting while another
@@ -207,7 +239,7 @@ impl lock_handle {
     /// nothing is freed.
     ///
     /// # Safety
-    /// `handle` came from `Box::into_raw` in `lock_open`, is given back
+    /// `handle` came from [`lock_handle::open`] (a `Box`), is given back
     /// once, and no thread but a lost callback uses it during or after this.
     pub unsafe fn close(handle: NonNull<lock_handle>) -> Result<lock_result, Failure> {
         // Reached through a shared reference until every other thread is out

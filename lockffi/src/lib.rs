@@ -24,7 +24,8 @@
 //! * Threads: a handle may be used from any thread, one call at a time; a
 //!   concurrent second call gets `LOCK_ERR_HANDLE_IN_USE`. Separate handles
 //!   are independent, even for the same lock: they exclude each other as two
-//!   processes would.
+//!   processes would. Every call fits in a thread stack of 160 KiB (built in
+//!   release): a handle is made in place on the heap, never passed by value.
 //! * fork(): a lock held before fork() belongs to the parent. In the child,
 //!   every call on that handle but `lock_close` answers `LOCK_ERR_FORKED`
 //!   whatever its other arguments, and `lock_close` frees it without

@@ -3,8 +3,6 @@
 
 use std::ffi::{c_char, CStr};
 
-use lockcore::Lock;
-
 use crate::boundary::{self, ffi_export};
 use crate::handle::lock_handle;
 use crate::result::lock_result;
@@ -69,8 +67,7 @@ pub unsafe extern "C" fn lock_open(spec: *const c_char, handle_out: *mut *mut lo
     ffi_export!(lock_open, required(spec, handle_out), || {
         // SAFETY: non-NULL and NUL-terminated by the contract above.
         let spec = unsafe { CStr::from_ptr(spec) };
-        let lock = Lock::open(spec.to_bytes())?;
-        let handle = Box::into_raw(Box::new(lock_handle::new(lock)));
+        let handle = lock_handle::open(spec.to_bytes())?;
         // SAFETY: checked non-NULL above, valid for a write by contract.
         unsafe { handle_out.write(handle) };
         Ok(lock_result::LOCK_OK)

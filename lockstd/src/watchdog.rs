@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::unix::thread::JoinHandleExt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -166,11 +167,18 @@ impl Watchdog {
             Some(ttl) if renewable => ttl,
             _ => return Err(StartError::NeverExpires),
         };
-        let shadow = Lock::adopt(spec, held).map_err(StartError::Lock)?;
+        // Made in place on the heap, and moved to the thread as a pointer:
+        // a Lock is tens of KiB, and one made by value is copied through
+        // every frame on its way, on the caller's stack.
+        let mut slot = Box::new(MaybeUninit::<Lock>::uninit());
+        Lock::adopt_in(spec, held, &mut slot).map_err(StartError::Lock)?;
+        // SAFETY: `adopt_in` wrote the whole Lock; MaybeUninit<Lock> has
+        // Lock's layout, so the allocation is freed as what it now holds.
+        let shadow = unsafe { Box::from_raw(Box::into_raw(slot).cast::<Lock>()) };
         Watchdog::spawn(shadow, ttl / 3, Box::new(on_lapse)).map_err(StartError::Thread)
     }
 
-    fn spawn(shadow: Lock, every: Duration, on_lapse: OnLapse) -> io::Result<Watchdog> {
+    fn spawn(shadow: Box<Lock>, every: Duration, on_lapse: OnLapse) -> io::Result<Watchdog> {
         let control = Arc::new(Control { state: Mutex::new(State::Idle), wake: Condvar::new() });
         let seen = Arc::clone(&control);
         let thread = std::thread::Builder::new()
@@ -208,7 +216,7 @@ impl fmt::Debug for Watchdog {
 }
 
 /// The watchdog thread.
-fn renew_until_stopped(control: &Control, mut shadow: Lock, every: Duration, mut on_lapse: OnLapse) {
+fn renew_until_stopped(control: &Control, mut shadow: Box<Lock>, every: Duration, mut on_lapse: OnLapse) {
     let mut state = control.state();
     loop {
         match *state {
