@@ -66,8 +66,8 @@ pub const RESERVE: usize = 4 * LINE_CAPACITY;
 pub const COMPACT_AT: usize = 2 * 1024;
 /// The longest log a read goes on replaying from where the last stopped
 /// ([`Replay::run_after`]): one that is compacted as it should be. A longer
-/// one (many waiting) is replayed whole, rather than every handle keep a
-/// copy as long as the longest log: a `Lock` lives on its caller's stack.
+/// one (many waiting) is replayed whole, rather than every handle grow by a
+/// copy as long as the longest log.
 const RESUMABLE: usize = 2 * COMPACT_AT;
 
 /// A queue file and what was last read of it.
@@ -522,8 +522,8 @@ fn rewrite_in_place(
     written.and(restored).map_err(failed)
 }
 
-/// Appends one line in one write, to a log of `size` bytes read under the
-/// same exclusive lock.
+/// Appends one line in one write, to the whole `log` read under the same
+/// exclusive lock.
 fn append_line(file: &LockedFile<'_>, log: &[u8], line: &[u8]) -> Result<(), Error> {
     append_lines(file, log, &[line])
 }
