@@ -523,8 +523,9 @@ impl Turnstile {
                 // alive, and needs no judging; only an owner that was not
                 // asleep on its word (between two looks, or dead) is judged.
                 // (A sleeper of the slot's ticket a round of the ring
-                // earlier, passed over while stopped, would pass for it:
-                // a dead owner then costs the slice that finds it.)
+                // earlier, passed over while it slept, would pass for it: a
+                // dead owner is then found by the waiter behind it, after a
+                // few slices, as one that stopped is.)
                 if self.wake(number) > 0 || lives(pid, me) {
                     return;
                 }

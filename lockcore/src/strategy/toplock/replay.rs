@@ -286,6 +286,9 @@ impl Replay {
     pub fn run_after(&mut self, bytes: &[u8], now: i64, last_read: &[u8]) -> Result<bool, Unreadable> {
         let resume = self.resume.take().filter(|resume| {
             resume.watched == self.watched
+                // A clock that ran back (none does) would judge the lines
+                // already read differently.
+                && now >= resume.now
                 && last_read.len() >= resume.len
                 && bytes.get(..resume.len) == Some(&last_read[..resume.len])
         });
@@ -1096,8 +1099,9 @@ mod tests {
 
     /// What is no plain append is replayed from the start: a log rewritten
     /// under the last read, a line stamped before the last read's clock, a
-    /// last read that skipped a line from the future, another request
-    /// watched. A fresh request watched does not start it over.
+    /// last read that skipped a line from the future, a clock behind the
+    /// last read's, another request watched. A fresh request watched does
+    /// not start it over.
     #[test]
     fn a_replay_starts_over_where_the_log_did_not_only_grow() {
         let (log, ends) = script();
@@ -1134,6 +1138,13 @@ mod tests {
         assert_eq!(replay.resumable_len(), None);
         assert_eq!(replay.run_after(&log, now, &log[..cut]), Ok(false));
         assert_eq!(state(&replay), whole(1));
+        // Read again on a clock behind the last read's.
+        let mut replay = read_at(then, 1);
+        let mut earlier = Replay::new();
+        earlier.watch(Nonce(1));
+        earlier.run(&log, then - 1).unwrap();
+        assert_eq!(replay.run_after(&log, then - 1, &log[..cut]), Ok(false));
+        assert_eq!(state(&replay), state(&earlier));
         // Another request watched.
         let mut replay = read_at(then, 1);
         replay.watch(Nonce(3));
