@@ -93,7 +93,7 @@ pub struct Lock {
     /// The stale holder `held`'s acquisition broke; meaningless without
     /// `held`.
     took_over_from: Option<Holder>,
-    /// Made by [`Lock::adopt`]: prolongs, never releases on drop.
+    /// Made by [`Lock::adopt_in`]: prolongs, never releases on drop.
     adopted: bool,
     /// The queue this handle's waits take their turns in.
     line: Line,
@@ -693,39 +693,23 @@ impl Lock {
     }
 
     /// A second handle on an acquisition this process holds through another
-    /// handle (same spec, same record): for a watchdog thread that prolongs
-    /// the lock while its owner works. It never releases: dropping it, or
-    /// [`forget`](Self::forget), leaves the lock to its owner.
-    pub fn adopt(spec: Spec, held: Record) -> Result<Lock, Error> {
-        let mut lock = Lock::with_spec(spec)?;
-        lock.take_on(held)?;
-        Ok(lock)
-    }
-
-    /// [`adopt`](Self::adopt), written into `slot` as
-    /// [`open_in`](Self::open_in) writes it: for a watchdog that keeps its
-    /// handle on the heap.
+    /// handle (same spec, same record), written into `slot` as
+    /// [`open_in`](Self::open_in) writes it: for a watchdog thread, which
+    /// keeps it on the heap, and prolongs the lock while its owner works.
+    /// It never releases: dropping it, or [`forget`](Self::forget), leaves
+    /// the lock to its owner.
     pub fn adopt_in(spec: Spec, held: Record, slot: &mut MaybeUninit<Lock>) -> Result<&mut Lock, Error> {
         let lock = Lock::with_owner_in(spec, Owner::current()?, slot)?;
-        if let Err(e) = lock.take_on(held) {
+        if held.owner.process.pid != lock.me.process.pid {
             // SAFETY: written whole just above, and never used again: the
             // caller is told the slot holds nothing.
             unsafe { slot.assume_init_drop() };
-            return Err(e);
-        }
-        // SAFETY: written whole by `with_owner_in`.
-        Ok(unsafe { slot.assume_init_mut() })
-    }
-
-    /// Makes this new handle the adopter of `held`, an acquisition of this
-    /// very process.
-    fn take_on(&mut self, held: Record) -> Result<(), Error> {
-        if held.owner.process.pid != self.me.process.pid {
             return Err(Error::Forked);
         }
-        self.held = Some(held);
-        self.adopted = true;
-        Ok(())
+        lock.held = Some(held);
+        lock.adopted = true;
+        // SAFETY: written whole by `with_owner_in`.
+        Ok(unsafe { slot.assume_init_mut() })
     }
 
     /// Stops tracking the acquisition without releasing it. The turn goes

@@ -2,7 +2,7 @@
 //! through a callback when it finds the lock expired or lost.
 //!
 //! The thread works through its own handle on the same acquisition
-//! ([`Lock::adopt`]), so the caller's handle stays free for the caller's own
+//! ([`Lock::adopt_in`]), so the caller's handle stays free for the caller's own
 //! calls; the strategies' guards order the two handles' operations.
 
 use std::fmt;
