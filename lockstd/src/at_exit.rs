@@ -10,16 +10,16 @@
 //! registers its handles this way). Either returns a [`Registration`]:
 //! while it lives, the lock is released at exit; dropping it unregisters.
 //!
-//! At exit (an `atexit(3)` handler, installed by the first registration),
-//! every registered item first gives up its watchdog, which is stopped and
-//! waited for; then each item is released. The list is locked only for
+//! At exit (an `atexit(3)` handler, installed by the first registration in
+//! each process), every registered item first gives up its watchdog, which
+//! is stopped and waited for; then each item is released. The list is locked only for
 //! moments, or at exit; a `pthread_atfork(3)` handler keeps it usable in a
 //! child of `fork()` whatever another thread was doing at the fork.
 
 use std::cell::RefCell;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use lockcore::Lock;
@@ -71,7 +71,7 @@ impl Drop for Registration {
 /// Registers `item` to be released at exit, until the registration drops.
 pub fn register(item: Arc<dyn ReleaseAtExit>) -> Registration {
     static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-    AT_EXIT.call_once(|| {
+    once_in_this_process(&AT_EXIT, || {
         // SAFETY: `release_all_at_exit` is an `extern "C" fn()` that never
         // unwinds (it catches panics). glibc runs it at exit, or when this
         // library is dlclose()d, since atexit is tied to the calling object.
@@ -146,8 +146,27 @@ type Items = Vec<(u64, Arc<dyn ReleaseAtExit>)>;
 /// The registered items. An item is removed under the mutex, so the exit
 /// handler may use any item it finds listed while it holds the mutex.
 static HELD: Mutex<Items> = Mutex::new(Vec::new());
-static AT_EXIT: Once = Once::new();
-static FORK_HOOKS: Once = Once::new();
+/// The process that installed the exit handler, and the fork handlers, by
+/// its incarnation (see [`once_in_this_process`]).
+static AT_EXIT: AtomicU64 = AtomicU64::new(0);
+static FORK_HOOKS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `install` unless this process has run it to the end, and waits
+/// for nobody. A `std::sync::Once` waits for the thread that runs it; in a
+/// child of fork() that thread does not exist, and a child forked while
+/// another thread was installing would wait forever. So two threads may
+/// both install, and a child installs again what its parent had: the
+/// handlers are made to run twice harmlessly. `done` holds the process
+/// that finished the installation, as `lockcore::process_incarnation` names
+/// it (kept, not asked of the kernel, and different in every child, even
+/// one that has its parent's pid in a new pid namespace).
+fn once_in_this_process(done: &AtomicU64, install: impl FnOnce()) {
+    let me = lockcore::process_incarnation().unwrap_or_else(|| u64::from(std::process::id()) | 1 << 63);
+    if done.load(Ordering::Acquire) != me {
+        install();
+        done.store(me, Ordering::Release);
+    }
+}
 
 thread_local! {
     /// HELD, held by the thread that calls fork() from just before the fork
@@ -171,7 +190,7 @@ fn list() -> MutexGuard<'static, Items> {
 /// instructions, or a release at exit, and never while a callback runs, so
 /// the wait before a fork is short.
 fn install_fork_hooks() {
-    FORK_HOOKS.call_once(|| {
+    once_in_this_process(&FORK_HOOKS, || {
         // SAFETY: both handlers are `extern "C" fn()`s that never unwind
         // (they catch panics). pthread_atfork fails only without memory for
         // its list; then a fork stays as unsafe as it was without handlers.
@@ -184,15 +203,19 @@ fn install_fork_hooks() {
 extern "C" fn take_held_before_fork() {
     let _ = std::panic::catch_unwind(|| {
         // Without its locals (a thread that forks while it exits) the thread
-        // cannot keep the guard, and forks without it.
+        // cannot keep the guard, and forks without it. Installed twice, the
+        // handler finds the guard taken already.
         let _ = HELD_ACROSS_FORK.try_with(|slot| {
-            *slot.borrow_mut() = Some(HELD.lock().unwrap_or_else(|e| e.into_inner()));
+            let mut slot = slot.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(HELD.lock().unwrap_or_else(|e| e.into_inner()));
+            }
         });
     });
 }
 
 /// Runs in the parent and in the child, on the thread that forked, which
-/// is the one that took HELD.
+/// is the one that took HELD (installed twice, the second finds nothing).
 extern "C" fn give_back_after_fork() {
     let _ = std::panic::catch_unwind(|| {
         let _ = HELD_ACROSS_FORK.try_with(|slot| drop(slot.borrow_mut().take()));
@@ -214,6 +237,11 @@ fn list_patiently() -> Option<MutexGuard<'static, Items>> {
 }
 
 extern "C" fn release_all_at_exit() {
+    // Installed twice (see once_in_this_process), it runs once.
+    static RAN: AtomicBool = AtomicBool::new(false);
+    if RAN.swap(true, Ordering::AcqRel) {
+        return;
+    }
     let _ = std::panic::catch_unwind(|| {
         // First stop the watchdogs, waiting for them without the list: a
         // watchdog's callback may release another lock, which needs it.
@@ -227,4 +255,60 @@ extern "C" fn release_all_at_exit() {
             item.release();
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// Run to the end once per process: again in a child of fork(), even
+    /// one forked while another thread was still installing, where a
+    /// `Once` would wait forever for a thread the child does not have.
+    #[test]
+    fn an_installation_is_made_once_per_process_and_never_waited_for() {
+        static DONE: AtomicU64 = AtomicU64::new(0);
+        let mut runs = 0;
+        once_in_this_process(&DONE, || runs += 1);
+        once_in_this_process(&DONE, || runs += 1);
+        assert_eq!(runs, 1, "once in this process");
+
+        static STARTED: AtomicU64 = AtomicU64::new(0);
+        let (inside, wait_inside) = mpsc::channel();
+        let (leave, wait_leave) = mpsc::channel::<()>();
+        let installer = std::thread::spawn(move || {
+            once_in_this_process(&STARTED, || {
+                inside.send(()).unwrap();
+                wait_leave.recv().unwrap();
+            })
+        });
+        wait_inside.recv().unwrap();
+        // SAFETY: the child only calls once_in_this_process (atomics and a
+        // cached incarnation), then _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            let mut ran = false;
+            once_in_this_process(&STARTED, || ran = true);
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(if ran { 0 } else { 1 }) };
+        }
+        let give_up = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            let mut status = 0;
+            // SAFETY: our own child; a valid out-pointer.
+            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                break status;
+            }
+            if Instant::now() > give_up {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("the child waited for an installation its parent's thread was making");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        leave.send(()).unwrap();
+        installer.join().unwrap();
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child installed: status {status}");
+    }
 }
