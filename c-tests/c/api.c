@@ -1475,11 +1475,17 @@ struct wait_on_lost {
     int acquired;
     int returned;
     int entered_w;
+    int thief_holds; /* written by the case once its thief has the lock */
 };
 
 static void prolong_then_wait_on_own_handle(void *context) {
     struct wait_on_lost *how = context;
     __atomic_store_n(&how->prolonged, (int)lock_prolong(how->h, 0), __ATOMIC_SEQ_CST);
+    /* A watchdog that started late finds the loss as soon as the lock is
+     * broken: its wait must not take the lock before the thief does. */
+    for (int waited_ms = 0; !__atomic_load_n(&how->thief_holds, __ATOMIC_SEQ_CST) && waited_ms < 5000; waited_ms++) {
+        sleep_ms(1);
+    }
     char byte = 'W';
     if (write(how->entered_w, &byte, 1) != 1) return;
     __atomic_store_n(&how->acquired, (int)lock_acquire(how->h, 300, NULL), __ATOMIC_SEQ_CST);
@@ -1508,12 +1514,13 @@ static bool close_waits_for_lost_callback(void *arg) {
     lock_handle *h = with->h, *thief = with->thief;
     int entered[2];
     CHECK(pipe(entered) == 0);
-    struct wait_on_lost how = {h, -1, -1, 0, entered[1]};
+    struct wait_on_lost how = {h, -1, -1, 0, entered[1], 0};
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     CHECK_RC(lock_autorenew(h, prolong_then_wait_on_own_handle, &how), LOCK_OK);
     bool was_held = false;
     CHECK_RC(lock_break(thief, &was_held), LOCK_OK);
     CHECK_RC(lock_try_acquire(thief, NULL), LOCK_OK);
+    __atomic_store_n(&how.thief_holds, 1, __ATOMIC_SEQ_CST);
     char byte;
     CHECK(read_exact(entered[0], &byte, 1)); /* the callback has stopped its watchdog */
     int prolonged = __atomic_load_n(&how.prolonged, __ATOMIC_SEQ_CST);
