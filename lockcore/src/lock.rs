@@ -257,19 +257,21 @@ impl Lock {
 
     /// Runs one operation of the strategy, which must return by `deadline`.
     fn run<T>(&mut self, deadline: MonoTime, op: impl FnOnce(&mut AnyStrategy, &Context<'_>) -> T) -> T {
-        self.run_waiting(deadline, None, op)
+        self.run_waiting(deadline, None, false, op)
     }
 
     /// [`run`](Self::run), for an attempt whose caller goes on trying for
-    /// `waits_for` (`None`: for ever).
+    /// `waits_for` (`None`: for ever), keeping its place in the strategy's
+    /// queue between attempts if `keeps_place`.
     fn run_waiting<T>(
         &mut self,
         deadline: MonoTime,
         waits_for: Option<Duration>,
+        keeps_place: bool,
         op: impl FnOnce(&mut AnyStrategy, &Context<'_>) -> T,
     ) -> T {
         let Lock { spec, me, sharing, strategy, .. } = self;
-        let cx = Context { me, options: &spec.options, sharing: *sharing, deadline, waits_for };
+        let cx = Context { me, options: &spec.options, sharing: *sharing, deadline, waits_for, keeps_place };
         op(strategy, &cx)
     }
 
@@ -290,7 +292,7 @@ impl Lock {
         let line = self.take_line(false);
         let result = match &line {
             Some(line) => self.try_in_line(line, deadline),
-            None => self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once),
+            None => self.attempt(deadline, Some(TRY_PATIENCE), false, Patience::Once),
         };
         self.put_line(line);
         if result.is_err() {
@@ -305,7 +307,7 @@ impl Lock {
         if let Ahead::Waiters(ahead) = line.look(self.pid) {
             return Err(Error::Busy(Contention::Queued { ahead, holder: None }));
         }
-        let acquired = self.attempt(deadline, Some(TRY_PATIENCE), Patience::Once)?;
+        let acquired = self.attempt(deadline, Some(TRY_PATIENCE), false, Patience::Once)?;
         self.turn = line.take_turn(self.pid);
         if let Some(turn) = self.turn {
             line.hold(turn);
@@ -368,13 +370,16 @@ impl Lock {
         }
     }
 
-    /// One attempt that keeps a queueing strategy's place on failure, for
-    /// the attempts of one `acquire`, ending by `deadline`; its caller goes
-    /// on trying for `waits_for`.
+    /// One attempt, for the attempts of one `acquire`, ending by
+    /// `deadline`; its caller goes on trying for `waits_for`. A queueing
+    /// strategy keeps the place a failed attempt took for the next if
+    /// `keeps_place`, and takes none otherwise (any it must take all the
+    /// same is given up by [`abandon`](Self::abandon)).
     fn attempt(
         &mut self,
         deadline: MonoTime,
         waits_for: Option<Duration>,
+        keeps_place: bool,
         patience: Patience,
     ) -> Result<Acquired, Error> {
         self.refresh_identity()?;
@@ -383,12 +388,13 @@ impl Lock {
         }
         let nonce = Nonce::random()?;
         let ttl = self.spec.options.ttl;
-        let Taken { record, took_over_from } = self.run_waiting(deadline, waits_for, |strategy, cx| {
-            match (patience, strategy.abilities().as_timed_acquire()) {
-                (Patience::UntilDeadline, Some(timed)) => timed.acquire_until(cx, nonce, ttl),
-                _ => strategy.core().try_acquire(cx, nonce, ttl),
-            }
-        })?;
+        let Taken { record, took_over_from } =
+            self.run_waiting(deadline, waits_for, keeps_place, |strategy, cx| {
+                match (patience, strategy.abilities().as_timed_acquire()) {
+                    (Patience::UntilDeadline, Some(timed)) => timed.acquire_until(cx, nonce, ttl),
+                    _ => strategy.core().try_acquire(cx, nonce, ttl),
+                }
+            })?;
         self.held = Some(record);
         self.took_over_from = took_over_from;
         Ok(Acquired { fence: record.fence, expires: record.expires.map(|at| at.wall), took_over_from })
@@ -546,7 +552,7 @@ impl Lock {
                 false => Some(remaining.map_or(ATTEMPT_PATIENCE, |left| left.min(ATTEMPT_PATIENCE))),
             };
             let Ok(mut lock) = this.try_borrow_mut() else { return Err(Error::Busy(Contention::Raced)) };
-            let result = lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for, how);
+            let result = lock.attempt(attempts_end.map_or(cap, |end| end.min(cap)), waits_for, keep_place, how);
             if result.is_err() && !keep_place {
                 lock.abandon(MonoTime::now().saturating_add(TRY_PATIENCE));
             }

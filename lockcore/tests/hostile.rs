@@ -363,9 +363,7 @@ fn decide(scheme: Scheme, case: Case) -> Expected {
         Case::LargestFence => {
             let acquire =
                 if matches!(scheme, Lease | Toplock | Shm) { "Corrupt(Record)" } else { "Corrupt(GuardState)" };
-            // The queue skipped the dead head when it was tried: nothing to break.
-            let break_lock = if scheme == Toplock { "Ok(false)" } else { "Ok(true)" };
-            Expected { acquire, inspect: "Ok", break_lock, kept: false, largest_fence: true }
+            Expected { acquire, inspect: "Ok", break_lock: "Ok(true)", kept: false, largest_fence: true }
         }
     };
     if scheme.breaks_stale_locks() {

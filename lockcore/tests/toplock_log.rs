@@ -14,9 +14,9 @@
 //!
 //! Waiters whose request a test counts, pads around or breaks wait with
 //! `fair=0`: these tests are about toplock's own queue, in which such a
-//! waiter keeps one request between its attempts. In the turnstile
-//! (`fair=1`) the head's every attempt adds a request and ends it, so the
-//! log would grow under the test's hands.
+//! waiter keeps one request between its attempts. A waiter in the
+//! turnstile (`fair=1`) writes a request only with its grant, so it would
+//! not show in the log at all.
 
 mod common;
 
@@ -134,6 +134,30 @@ fn kind<T>(result: Result<T, lockcore::Error>) -> Result<(), ErrorKind> {
 /// there (the log's clock never runs back). A grant measured by the
 /// reader's clock alone would look expired to everyone else at once; it
 /// gets its whole TTL on the log's clock.
+/// An attempt that keeps no place (a try, a waiter in the turnstile) writes
+/// its request only with its grant: the log of a busy lock does not grow
+/// with the attempts of those who wait for it, and nobody shows in its
+/// queue who does not wait in it.
+#[test]
+fn an_attempt_that_keeps_no_place_writes_nothing_until_it_is_granted() {
+    let dir = TestDir::new("toplock-no-place");
+    let queue = queue_in(&dir);
+    let mut holder = open(&queue, "ttl=1h");
+    holder.try_acquire().unwrap();
+    let held = fs::read_to_string(&queue).unwrap();
+    let mut other = open(&queue, "ttl=1h");
+    match other.try_acquire() {
+        Err(lockcore::Error::Busy(lockcore::Contention::Queued { ahead: 1, holder: Some(_) })) => {}
+        answer => panic!("a try behind the holder answered {answer:?}"),
+    }
+    assert_eq!(kind(other.acquire(Some(Duration::from_millis(50)))), Err(ErrorKind::Timeout));
+    assert_eq!(fs::read_to_string(&queue).unwrap(), held, "the log is as the holder left it");
+    assert_eq!(other.inspect().unwrap().queue_length, Some(1), "the holder alone");
+    holder.release(Duration::ZERO).unwrap();
+    other.try_acquire().expect("the try after the release");
+    assert_eq!(requests_in(&queue).len(), 2, "one request each, the second granted with it");
+}
+
 #[test]
 fn a_line_from_the_future_does_not_let_a_second_holder_in() {
     let dir = TestDir::new("toplock-future");

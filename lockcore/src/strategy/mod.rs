@@ -46,6 +46,12 @@ pub struct Context<'a> {
     /// trying (`None`: as long as it takes). A queue tells the others, so
     /// that a request whose caller gave up is passed over soon.
     pub waits_for: Option<Duration>,
+    /// For an attempt to acquire: whether a place it takes in the
+    /// strategy's own queue is kept for its caller's next attempt (a wait
+    /// outside any turnstile). An attempt that keeps none (a try, or a
+    /// waiter whose turnstile is the queue) takes a place only with the
+    /// lock, so that nobody shows as waiting who does not.
+    pub keeps_place: bool,
 }
 
 impl Context<'_> {
@@ -272,7 +278,8 @@ pub trait Break {
 }
 
 /// Keeps a place in a queue between the unsuccessful attempts of one
-/// acquire (first come, first served).
+/// acquire (first come, first served), for attempts that ask it to
+/// ([`Context::keeps_place`]).
 pub trait Queue {
     /// Gives up the place that unsuccessful attempts kept; the caller must
     /// do so before its deadline.

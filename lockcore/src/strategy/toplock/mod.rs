@@ -36,7 +36,7 @@ use crate::sys::CPath;
 use crate::trust::Sharing;
 use line::{nanos, Grant, Line};
 use queue_file::{Log, QueueFile};
-use replay::Ended;
+use replay::{Ended, Replay};
 
 /// A `toplock` lock: its queue file, and this handle's place in it.
 #[derive(Debug)]
@@ -68,10 +68,12 @@ fn grant_passed(grant: Grant, log_now: i64) -> bool {
     matches!(grant, Grant::Until(until) if until <= log_now)
 }
 
-/// The holder of the queue, for `inspect` and busy answers.
-fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
-    let request = log.replay.requests[index];
-    let owner = log.replay.owner(log.bytes(), index);
+/// The holder of the queue, for `inspect` and busy answers: request
+/// `index` of `replay`, the replay of `log` (or of `log` and lines yet to
+/// be appended to it).
+fn holder_at(cx: &Context<'_>, log: &Log, replay: &Replay, index: usize) -> Holder {
+    let request = replay.requests[index];
+    let owner = replay.owner(log.bytes(), index);
     let expires = grant_expiry(cx, request.grant, log);
     // When its turn began, on the log's clock, as the wall clock reads it.
     let ago = log.now.saturating_sub(request.since).max(0);
@@ -95,13 +97,123 @@ fn holder_at(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
 /// as the holder a new grant took over from. One skipped as dead was
 /// judged so by the process that wrote the skip, whatever this one can see
 /// of it now (another pid namespace, a /proc that hides it).
-fn taken_over(cx: &Context<'_>, log: &Log, index: usize) -> Holder {
-    let holder = holder_at(cx, log, index);
-    let liveness = match log.replay.requests[index].ended {
+fn taken_over(cx: &Context<'_>, log: &Log, replay: &Replay, index: usize) -> Holder {
+    let holder = holder_at(cx, log, replay, index);
+    let liveness = match replay.requests[index].ended {
         Ended::Dead => Liveness::Dead,
         _ => holder.liveness,
     };
     Holder { stale: true, liveness, ..holder }
+}
+
+/// Why a new request was not granted in the write that made it.
+#[derive(Clone, Copy, Debug)]
+enum Refused {
+    /// A request ahead of it would still be the head, with `ahead` before it.
+    Behind { head: Nonce, ahead: usize },
+    /// It would be the head, but the lock cools down.
+    CoolingDown,
+    /// The last fence is the largest there is: only a forged log says so.
+    NoFence,
+}
+
+impl Toplock {
+    /// Makes a new request, `nonce`, granted in the same write if it would
+    /// be the head at once (`Some`). Ungranted, it is written only for a
+    /// caller that keeps its place ([`Context::keeps_place`], `None`); any
+    /// other is told what stood in the way, and shows in nobody's queue.
+    fn request(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Option<Taken>, Error> {
+        // Passed over once it has stood at the head, unasked for, for its
+        // ttl or for as long as its caller will wait, whichever is shorter:
+        // so that the place of a caller that gave up, or stopped, holds
+        // nobody up for long.
+        let patience = match (cx.options.ttl, cx.waits_for) {
+            (Some(ttl), Some(wait)) => Some(ttl.min(wait)),
+            (ttl, wait) => ttl.or(wait),
+        };
+        let (owner, patience) = (*cx.me, patience.map(nanos));
+        // Watched from now on, for its release to be told how it ended; no
+        // line yet names it.
+        self.queue.log.replay.watch_new(nonce);
+        let took_over_from = Cell::new(None);
+        let refused = Cell::new(None);
+        let grant = |log: &Log, request: &Line| {
+            let t = log.now;
+            let Some(fence) = crate::fence::next(log.replay.header.last_fence, WallTime::now()) else {
+                refused.set(Some(Refused::NoFence));
+                return None;
+            };
+            let grant = Line::Grant { nonce, until: grant_until(ttl, t), t, fence };
+            if log.replay.head().is_none() {
+                // Nobody queued (perhaps because the last holder's grant
+                // ran out and the waiter that ended it gave up since): the
+                // request is the head at once.
+                if t < log.replay.header.not_before {
+                    refused.set(Some(Refused::CoolingDown));
+                    return None;
+                }
+                took_over_from.set(log.replay.taken_over_last().map(|gone| taken_over(cx, log, &log.replay, gone)));
+                return Some(grant);
+            }
+            // Someone queued, whom the request passes only if each one ahead
+            // is over once somebody waits behind it (a grant run out, a head
+            // that stopped asking): as the replay of the two lines says, the
+            // judge of every reader.
+            let after = log.replayed_with(&[*request, grant]).ok()?;
+            let me = after.find(nonce)?;
+            match after.head() {
+                Some(head) if head != me => {
+                    let head = after.requests[head].nonce;
+                    refused.set(Some(Refused::Behind { head, ahead: after.ahead_of(me) }));
+                    None
+                }
+                _ if after.requests[me].grant == Grant::No => {
+                    refused.set(Some(Refused::CoolingDown));
+                    None
+                }
+                _ => {
+                    let gone = after.taken_over_before(me).map(|gone| taken_over(cx, log, &after, gone));
+                    took_over_from.set(gone);
+                    Some(grant)
+                }
+            }
+        };
+        // A few rounds for a caller that keeps no place: a dead head ahead
+        // is passed over by a line of its own, and the request made again.
+        for _ in 0..4 {
+            refused.set(None);
+            let request = |t| Line::Request { nonce, owner, patience, t };
+            let granted = self.queue.append_request_granting(cx, request, grant, cx.keeps_place)?;
+            let log = &self.queue.log;
+            if let Some(Line::Grant { until, fence, .. }) = granted {
+                let record =
+                    Record { owner: *cx.me, nonce, fence, since: log.wall, expires: grant_expiry(cx, until, log) };
+                return Ok(Some(Taken { record, took_over_from: took_over_from.get() }));
+            }
+            if cx.keeps_place {
+                return Ok(None);
+            }
+            match refused.get() {
+                Some(Refused::Behind { head, ahead }) => {
+                    let Some(index) = log.replay.find(head) else { break };
+                    let owner = log.replay.owner(log.bytes(), index);
+                    if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&owner) == Liveness::Dead {
+                        self.queue.append(cx, |t| Line::Skip { nonce: head, t })?;
+                        continue;
+                    }
+                    let holder = log.replay.holder(log.now).map(|h| holder_at(cx, log, &log.replay, h).summary());
+                    return Err(Error::Busy(Contention::Queued { ahead: ahead as u32, holder }));
+                }
+                Some(Refused::CoolingDown) => {
+                    let left = Duration::from_nanos(log.replay.header.not_before.saturating_sub(log.now) as u64);
+                    return Err(Error::Busy(Contention::CoolingDown { until: log.wall.saturating_add(left) }));
+                }
+                Some(Refused::NoFence) => return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record)),
+                None => break,
+            }
+        }
+        Err(Error::Busy(Contention::Raced))
+    }
 }
 
 impl Strategy for Toplock {
@@ -112,45 +224,13 @@ impl Strategy for Toplock {
     fn try_acquire(&mut self, cx: &Context<'_>, nonce: Nonce, ttl: Option<Duration>) -> Result<Taken, Error> {
         let mine = match self.pending {
             Some(pending) => pending,
-            None => {
-                // Passed over once it has stood at the head, unasked for,
-                // for its ttl or for as long as its caller will wait,
-                // whichever is shorter: so that the place of a caller that
-                // gave up, or stopped, holds nobody up for long.
-                let patience = match (cx.options.ttl, cx.waits_for) {
-                    (Some(ttl), Some(wait)) => Some(ttl.min(wait)),
-                    (ttl, wait) => ttl.or(wait),
-                };
-                let (owner, patience) = (*cx.me, patience.map(nanos));
-                // Watched from now on, for its release to be told how it
-                // ended; no line yet names it.
-                self.queue.log.replay.watch_new(nonce);
-                // Nobody queued and no cooldown: granted in the same write.
-                // The queue may be empty because the last holder's grant
-                // ran out and the waiter that ended it gave up since.
-                let took_over_from = Cell::new(None);
-                let first = |log: &Log| {
-                    let free = log.replay.head().is_none() && log.now >= log.replay.header.not_before;
-                    let fence = crate::fence::next(log.replay.header.last_fence, WallTime::now());
-                    let t = log.now;
-                    let grant =
-                        fence.filter(|_| free).map(|fence| Line::Grant { nonce, until: grant_until(ttl, t), t, fence });
-                    if grant.is_some() {
-                        took_over_from.set(log.replay.taken_over_last().map(|gone| taken_over(cx, log, gone)));
-                    }
-                    grant
-                };
-                let granted =
-                    self.queue.append_request_granting(cx, |t| Line::Request { nonce, owner, patience, t }, first)?;
-                if let Some(Line::Grant { until, fence, .. }) = granted {
-                    let log = &self.queue.log;
-                    let record =
-                        Record { owner: *cx.me, nonce, fence, since: log.wall, expires: grant_expiry(cx, until, log) };
-                    return Ok(Taken { record, took_over_from: took_over_from.get() });
+            None => match self.request(cx, nonce, ttl)? {
+                Some(taken) => return Ok(taken),
+                None => {
+                    self.pending = Some(nonce);
+                    nonce
                 }
-                self.pending = Some(nonce);
-                nonce
-            }
+            },
         };
         // A few rounds: skipping a dead head or granting ourselves changes
         // the log, and each change is judged by reading it back.
@@ -170,7 +250,7 @@ impl Strategy for Toplock {
                     self.queue.append(cx, |t| Line::Skip { nonce: dead, t })?;
                     continue;
                 }
-                let holder = log.replay.holder(log.now).map(|h| holder_at(cx, log, h).summary());
+                let holder = log.replay.holder(log.now).map(|h| holder_at(cx, log, &log.replay, h).summary());
                 let ahead = log.replay.ahead_of(me) as u32;
                 return Err(Error::Busy(Contention::Queued { ahead, holder }));
             }
@@ -193,7 +273,7 @@ impl Strategy for Toplock {
                 }
                 let fence = crate::fence::next(log.replay.header.last_fence, WallTime::now())
                     .ok_or(Error::corrupt(FileRole::Lock, CorruptKind::Record))?;
-                let gone = log.replay.taken_over_before(me).map(|i| taken_over(cx, log, i));
+                let gone = log.replay.taken_over_before(me).map(|i| taken_over(cx, log, &log.replay, i));
                 let t = log.now;
                 Ok((Some(gone), Some(Line::Grant { nonce: mine, until: grant_until(ttl, t), t, fence })))
             })?;
@@ -233,7 +313,7 @@ impl Strategy for Toplock {
         let log = &self.queue.log;
         let not_before = log.replay.header.not_before;
         Ok(Inspection {
-            holder: log.replay.holder(log.now).map(|h| holder_at(cx, log, h)),
+            holder: log.replay.holder(log.now).map(|h| holder_at(cx, log, &log.replay, h)),
             last_fence: log.replay.header.last_fence,
             cooldown_until: (not_before > log.now)
                 .then(|| log.wall.saturating_add(Duration::from_nanos((not_before - log.now) as u64))),

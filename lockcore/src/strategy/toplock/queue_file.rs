@@ -167,6 +167,20 @@ impl Log {
         }
     }
 
+    /// The replay of this log with `lines` appended as the next write would
+    /// append them (after the newline that closes a torn last line): what
+    /// every reader will make of them, learnt before they are written.
+    pub fn replayed_with(&self, lines: &[Line]) -> Result<Replay, Error> {
+        let mut after = self.replay.clone();
+        let mut offset = self.len + usize::from(self.bytes().last().is_some_and(|&last| last != b'\n'));
+        for line in lines {
+            let text = line.encode();
+            after.replay_appended(text.as_bytes(), offset, self.now).map_err(unreadable)?;
+            offset += text.as_bytes().len();
+        }
+        Ok(after)
+    }
+
     /// Whether the log is due for compaction: past [`COMPACT_AT`], and
     /// compacted to half its length or less.
     fn due_for_compaction(&self) -> bool {
@@ -255,33 +269,37 @@ impl QueueFile {
 
     /// [`append`](Self::append) of a new request, if the queue admits it:
     /// decided on the log as it is under the exclusive lock, so that no
-    /// other request slips in between. [`Contention::QueueFull`] when it
-    /// does not: nobody's place is taken, and the caller asks again.
-    pub fn append_request(&mut self, cx: &Context<'_>, build: impl Fn(i64) -> Line) -> Result<(), Error> {
-        self.append_request_granting(cx, build, |_| None).map(|_| ())
-    }
-
-    /// [`append_request`](Self::append_request), and with it, in the same
-    /// write, the line `grant` makes from the log as read under the same
-    /// exclusive lock (`None`: no grant): a request that finds nobody queued
-    /// is granted in one guard section, not three. The grant written, if
-    /// any, is returned.
+    /// other request slips in between ([`Contention::QueueFull`] when it
+    /// does not: nobody's place is taken, and the caller asks again). With
+    /// it, in the same write, goes the line `grant` makes of the log and
+    /// the request (`None`: no grant), so that a request that would be the
+    /// head at once is granted in one guard section, not three. Without a
+    /// grant, the request is written only if `queue`. The grant written,
+    /// if any, is returned; the log read stays in [`log`](Self::log), for
+    /// the caller to tell why there was none.
     pub fn append_request_granting(
         &mut self,
         cx: &Context<'_>,
         build: impl Fn(i64) -> Line,
-        grant: impl Fn(&Log) -> Option<Line>,
+        grant: impl Fn(&Log, &Line) -> Option<Line>,
+        queue: bool,
     ) -> Result<Option<Line>, Error> {
         for _ in 0..2 {
             let own = self.own_boot(cx)?;
             let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
             let this_boot = self.log.read(&file, own)?;
             if this_boot {
-                let line = build(self.log.now).encode();
+                let request = build(self.log.now);
+                let line = request.encode();
                 if !self.log.admits(line.as_bytes().len()) {
                     return Err(Error::Busy(Contention::QueueFull));
                 }
-                let granted = grant(&self.log);
+                let granted = grant(&self.log, &request);
+                if granted.is_none() && !queue {
+                    drop(file);
+                    self.tidy(cx);
+                    return Ok(None);
+                }
                 let granted_text = granted.map(|g| g.encode());
                 let granted_bytes = granted_text.as_ref().map_or(&b""[..], |g| g.as_bytes());
                 if self.log.len + 1 + line.as_bytes().len() + granted_bytes.len() < QUEUE_CAPACITY {

@@ -331,6 +331,17 @@ impl Replay {
         }
     }
 
+    /// Replays `text`, one whole line (its newline optional) that a writer
+    /// is about to append at `offset`, as every later run will replay it:
+    /// how the writer learns what its line will do before it writes it.
+    /// The result no longer describes the log as read, so nothing goes on
+    /// from it.
+    pub fn replay_appended(&mut self, text: &[u8], offset: usize, now: i64) -> Result<(), Unreadable> {
+        self.resume = None;
+        let text = text.strip_suffix(b"\n").unwrap_or(text);
+        self.replay_line(Line::parse(text), offset, now)
+    }
+
     /// Replays one whole line after the header (`None`: it does not parse),
     /// which starts at `offset`, as of the reader's `now`.
     fn replay_line(&mut self, line: Option<Line>, offset: usize, now: i64) -> Result<(), Unreadable> {
