@@ -1514,7 +1514,11 @@ static bool close_waits_for_lost_callback(void *arg) {
     lock_handle *h = with->h, *thief = with->thief;
     int entered[2];
     CHECK(pipe(entered) == 0);
-    struct wait_on_lost how = {h, -1, -1, 0, entered[1], 0};
+    /* Static, not on this frame: should the case fail before the callback
+     * has run, the callback, still to come, writes here and not into a
+     * frame that has returned. */
+    static struct wait_on_lost how;
+    how = (struct wait_on_lost){h, -1, -1, 0, entered[1], 0};
     CHECK_RC(lock_try_acquire(h, NULL), LOCK_OK);
     CHECK_RC(lock_autorenew(h, prolong_then_wait_on_own_handle, &how), LOCK_OK);
     bool was_held = false;

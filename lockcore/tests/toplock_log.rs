@@ -130,10 +130,6 @@ fn kind<T>(result: Result<T, lockcore::Error>) -> Result<(), ErrorKind> {
     result.map(|_| ()).map_err(|e| e.kind())
 }
 
-/// A line stamped an hour ahead of the reader's clock holds the log's clock
-/// there (the log's clock never runs back). A grant measured by the
-/// reader's clock alone would look expired to everyone else at once; it
-/// gets its whole TTL on the log's clock.
 /// An attempt that keeps no place (a try, a waiter in the turnstile) writes
 /// its request only with its grant: the log of a busy lock does not grow
 /// with the attempts of those who wait for it, and nobody shows in its
@@ -158,6 +154,41 @@ fn an_attempt_that_keeps_no_place_writes_nothing_until_it_is_granted() {
     assert_eq!(requests_in(&queue).len(), 2, "one request each, the second granted with it");
 }
 
+/// A request cut off inside its last number (by a writer that died or ran
+/// out of space, or planted so by another user) is closed by the next
+/// appender as no line at all, for every reader: it never stands before
+/// the request that closed it, whether the lock was free or held past its
+/// grant. Had it counted, it would have been passed over once its own
+/// patience ran out, and a second try would have taken the lock.
+#[test]
+fn a_torn_request_closed_by_the_next_try_stands_before_nobody() {
+    for overran in [false, true] {
+        let dir = TestDir::new("toplock-torn-request");
+        let queue = queue_in(&dir);
+        let mut earlier = open(&queue, "ttl=200ms");
+        earlier.try_acquire().unwrap();
+        if overran {
+            thread::sleep(Duration::from_millis(300));
+        } else {
+            earlier.release(Duration::ZERO).unwrap();
+        }
+        let request = foreign_request(&made_up_nonce(), 4242, Duration::from_millis(300));
+        let torn = &request.as_bytes()[..request.len() - 4];
+        append(&queue, torn);
+        let mut first = open(&queue, "ttl=1h");
+        first.try_acquire().unwrap_or_else(|e| panic!("overran {overran}: the try after a torn request: {e}"));
+        assert!(fs::read_to_string(&queue).unwrap().contains(" ~\n"), "the torn line was closed as none");
+        thread::sleep(Duration::from_millis(1000));
+        let mut second = open(&queue, "ttl=1h");
+        assert_eq!(kind(second.try_acquire()), Err(ErrorKind::Busy), "overran {overran}: a second try");
+        assert_eq!(first.release(Duration::ZERO), Ok(ReleaseOutcome::Released), "overran {overran}");
+    }
+}
+
+/// A line stamped an hour ahead of the reader's clock holds the log's clock
+/// there (the log's clock never runs back). A grant measured by the
+/// reader's clock alone would look expired to everyone else at once; it
+/// gets its whole TTL on the log's clock.
 #[test]
 fn a_line_from_the_future_does_not_let_a_second_holder_in() {
     let dir = TestDir::new("toplock-future");
@@ -471,7 +502,7 @@ fn a_torn_line_does_not_swallow_the_next_one() {
     let mut next = open(&queue, "ttl=1h");
     assert!(next.acquire(Some(Duration::from_secs(10))).is_ok(), "the release after the torn line was lost");
     let text = fs::read_to_string(&queue).unwrap();
-    assert!(text.contains("R 0123456789abcdef\nD "), "the torn line is closed before the release: {text:?}");
+    assert!(text.contains("R 0123456789abcdef ~\nD "), "the torn line is closed before the release: {text:?}");
 }
 
 /// A holder that overran its grant, with a request queued behind it that

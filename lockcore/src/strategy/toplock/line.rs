@@ -27,7 +27,7 @@
 //! and how long it is. A replay that finds a commit begins at its
 //! checkpoint and ignores everything before it; without one, `K` lines
 //! and a commit that does not match (torn, then closed by the next
-//! appender) are torn lines. That is what makes compaction in place safe:
+//! appender with [`TORN_LINE_END`]) are torn lines. That is what makes compaction in place safe:
 //! see [`queue_file`](super::queue_file).
 
 use core::time::Duration;
@@ -43,6 +43,13 @@ pub const LINE_CAPACITY: usize = 288;
 /// The format version a header names; a queue of another version is never
 /// replayed by this one's rules.
 const VERSION: &[u8] = b"4";
+
+/// What an appender writes before its own lines when the log's last line
+/// has no newline (torn by a writer that died or ran out of space inside
+/// its write): a word that ends no line, then the newline. Whatever was
+/// cut off, the closed line then reads as no line at all, never as one
+/// whose last number was cut short, and every reader agrees.
+pub const TORN_LINE_END: &[u8] = b" ~\n";
 
 /// A grant's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -412,10 +419,10 @@ mod tests {
         owner
     }
 
-    #[test]
-    fn every_line_round_trips_and_fits() {
+    /// A line of each kind, at the widest, and a few narrow ones.
+    fn lines() -> [Line; 11] {
         let nonce = Nonce(u128::MAX);
-        let lines = [
+        [
             Line::Header(Header {
                 kernel_boot: Some(BootId([0xcd; 16])),
                 boot: Some(BootId([0xab; 16])),
@@ -443,12 +450,35 @@ mod tests {
                 t: i64::MIN,
             },
             Line::Left { nonce, owner: widest_owner(), since: 1, until: Grant::Forever, fence: 2, dead: true, t: 3 },
-        ];
-        for line in lines {
+        ]
+    }
+
+    #[test]
+    fn every_line_round_trips_and_fits() {
+        for line in lines() {
             let text = line.encode();
             let bytes = text.as_bytes();
             assert!(bytes.len() < LINE_CAPACITY && bytes.ends_with(b"\n"), "{line:?}");
             assert_eq!(Line::parse(&bytes[..bytes.len() - 1]), Some(line));
+        }
+    }
+
+    /// A line cut off after any byte, even its last, and closed as an
+    /// appender closes it, reads as no line: not as one whose last number
+    /// lost its last digits.
+    #[test]
+    fn a_torn_line_closed_reads_as_no_line() {
+        let commit = encode_commit(1234, 56789);
+        let texts = lines().map(|line| line.encode());
+        for text in texts.iter().chain([&commit]) {
+            let whole = &text.as_bytes()[..text.as_bytes().len() - 1];
+            for cut in 0..=whole.len() {
+                let closed = [&whole[..cut], TORN_LINE_END].concat();
+                let closed = closed.strip_suffix(b"\n").unwrap();
+                let shown = std::string::String::from_utf8_lossy(closed);
+                assert_eq!(Line::parse(closed), None, "{shown}");
+                assert_eq!(parse_commit(closed), None, "{shown}");
+            }
         }
     }
 

@@ -183,7 +183,19 @@ impl Toplock {
         for _ in 0..4 {
             refused.set(None);
             let request = |t| Line::Request { nonce, owner, patience, t };
-            let granted = self.queue.append_request_granting(cx, request, grant, cx.keeps_place)?;
+            let granted = match self.queue.append_request_granting(cx, request, grant, cx.keeps_place) {
+                Ok(granted) => granted,
+                Err(e) => {
+                    // A write that failed may have gone in, in part or whole:
+                    // the request is then given up as a place kept is, by
+                    // `abandon`, lest a grant that was written hold the lock
+                    // for a caller told it failed. A busy answer wrote nothing.
+                    if !matches!(e, Error::Busy(_)) {
+                        self.pending = Some(nonce);
+                    }
+                    return Err(e);
+                }
+            };
             let log = &self.queue.log;
             if let Some(Line::Grant { until, fence, .. }) = granted {
                 let record =
@@ -205,7 +217,9 @@ impl Toplock {
                     return Err(Error::Busy(Contention::Queued { ahead: ahead as u32, holder }));
                 }
                 Some(Refused::CoolingDown) => {
-                    let left = Duration::from_nanos(log.replay.header.not_before.saturating_sub(log.now) as u64);
+                    // The log may have been read again since, by a compaction.
+                    let left = log.replay.header.not_before.saturating_sub(log.now).max(0);
+                    let left = Duration::from_nanos(left as u64);
                     return Err(Error::Busy(Contention::CoolingDown { until: log.wall.saturating_add(left) }));
                 }
                 Some(Refused::NoFence) => return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record)),

@@ -45,7 +45,7 @@
 use crate::clock::{BootId, BootTime, WallTime};
 use crate::error::{Contention, CorruptKind, Error, FileError, FileRole, Unsupported};
 use crate::guard::{GuardFile, LockedFile};
-use crate::strategy::toplock::line::{Header, Line, CHECKPOINT_MARK, LINE_CAPACITY};
+use crate::strategy::toplock::line::{Header, Line, CHECKPOINT_MARK, LINE_CAPACITY, TORN_LINE_END};
 use crate::strategy::toplock::replay::{Replay, Unreadable};
 use crate::strategy::Context;
 use crate::sys::{self, CPath, OfdLock};
@@ -168,11 +168,12 @@ impl Log {
     }
 
     /// The replay of this log with `lines` appended as the next write would
-    /// append them (after the newline that closes a torn last line): what
-    /// every reader will make of them, learnt before they are written.
+    /// append them (after closing a torn last line, which then reads as no
+    /// line, as it does now): what every reader will make of them, learnt
+    /// before they are written.
     pub fn replayed_with(&self, lines: &[Line]) -> Result<Replay, Error> {
         let mut after = self.replay.clone();
-        let mut offset = self.len + usize::from(self.bytes().last().is_some_and(|&last| last != b'\n'));
+        let mut offset = self.len + closing(self.bytes()).len();
         for line in lines {
             let text = line.encode();
             after.replay_appended(text.as_bytes(), offset, self.now).map_err(unreadable)?;
@@ -512,16 +513,14 @@ fn rewrite_in_place(
         // The rewrite would reach into the checkpoint the log replays from
         // (or there is none): a new one first, after the last line, closing
         // a line torn at the end.
-        let torn = !old.ends_with(b"\n");
-        let from = old.len() + usize::from(torn);
+        let close = closing(old);
+        let from = old.len() + close.len();
         checkpoint.commit(from);
         if from + checkpoint.len >= READ_CAPACITY {
             // Only a log that a compactor left long, then others filled.
             return Err(Error::Busy(Contention::QueueFull));
         }
-        if torn {
-            sys::write_all(file.fd, b"\n").map_err(failed)?;
-        }
+        sys::write_all(file.fd, close).map_err(failed)?;
         sys::write_all(file.fd, &checkpoint.buf[..checkpoint.len]).map_err(failed)?;
         origin = from;
     }
@@ -546,16 +545,23 @@ fn append_line(file: &LockedFile<'_>, log: &[u8], line: &[u8]) -> Result<(), Err
     append_lines(file, log, &[line])
 }
 
-/// Appends up to two lines in one write, to the whole `log` read under the
-/// same exclusive lock (so it is the file as it stands). A log that does
-/// not end with a newline ends with a line torn by a writer that died or
-/// ran out of space inside its write: the newline that closes it goes
-/// first, in the same write, so that the torn line cannot swallow these.
-fn append_lines(file: &LockedFile<'_>, log: &[u8], lines: &[&[u8]]) -> Result<(), Error> {
-    let mut out = FixedText::<{ 2 * LINE_CAPACITY + 1 }>::new();
+/// What closes the last line of `log` before anything is appended: nothing
+/// if it ends with a newline, [`TORN_LINE_END`] if it was torn by a writer
+/// that died or ran out of space inside its write.
+fn closing(log: &[u8]) -> &'static [u8] {
     if log.last().is_some_and(|&last| last != b'\n') {
-        let _ = out.push_bytes(b"\n");
+        TORN_LINE_END
+    } else {
+        b""
     }
+}
+
+/// Appends up to two lines in one write, to the whole `log` read under the
+/// same exclusive lock (so it is the file as it stands). A torn last line
+/// is closed first, in the same write, so that it cannot swallow these.
+fn append_lines(file: &LockedFile<'_>, log: &[u8], lines: &[&[u8]]) -> Result<(), Error> {
+    let mut out = FixedText::<{ 2 * LINE_CAPACITY + TORN_LINE_END.len() }>::new();
+    let _ = out.push_bytes(closing(log));
     for line in lines {
         out.push_bytes(line).map_err(|_| Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong))?;
     }
@@ -612,9 +618,7 @@ mod tests {
     }
 
     fn released(mut bytes: Vec<u8>) -> Vec<u8> {
-        if !bytes.ends_with(b"\n") {
-            bytes.push(b'\n');
-        }
+        bytes.extend_from_slice(closing(&bytes));
         bytes.extend_from_slice(Line::Done { nonce: Nonce(41), t: 60 * SECOND, not_before: 0 }.encode().as_bytes());
         bytes
     }

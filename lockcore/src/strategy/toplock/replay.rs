@@ -157,9 +157,8 @@ pub struct Commit {
 
 /// The last committed checkpoint in `bytes`: the last whole `E` line whose
 /// numbers name the `K` lines just before it, from a line's start. A commit
-/// torn by a writer that died and closed by the next appender names
-/// fewer digits than it was written with, so its numbers never match its
-/// place.
+/// torn by a writer that died and closed by the next appender reads as no
+/// commit ([`TORN_LINE_END`](super::line::TORN_LINE_END)).
 pub fn last_commit(bytes: &[u8]) -> Option<Commit> {
     // The last line without its newline is torn: whole lines end before.
     let mut end = bytes.iter().rposition(|&b| b == b'\n')? + 1;
@@ -232,7 +231,8 @@ impl Replay {
             // A last line without its newline was torn by a writer that died
             // or ran out of space inside its write (appends hold the file
             // exclusively, so none is in flight while we read): it does not
-            // count, and the next appender closes it before its own line.
+            // count, and the next appender closes it before its own line
+            // so that it never will (`TORN_LINE_END`).
             let Some(nl) = rest.iter().position(|&b| b == b'\n') else { break };
             let (offset, text) = match checkpoint {
                 // Inside the checkpoint, written whole in one write: every
@@ -345,7 +345,8 @@ impl Replay {
     /// Replays one whole line after the header (`None`: it does not parse),
     /// which starts at `offset`, as of the reader's `now`.
     fn replay_line(&mut self, line: Option<Line>, offset: usize, now: i64) -> Result<(), Unreadable> {
-        // A line that does not parse is such a torn line, closed. Its
+        // A line that does not parse is such a torn line, closed (or one
+        // another hand wrote). Its
         // writer learnt of the failure from its write, or died: a torn
         // request is made again, a torn grant is not confirmed, a torn
         // release or skip is retried or its owner found dead.
