@@ -5,6 +5,9 @@
 //!
 //! One group per strategy and file system (`<scheme>/<fs>`), each with:
 //! * `lockcore`: `try_acquire` + `release` on one handle;
+//! * `lockcore: try while held`: a `try_acquire` answered busy, another
+//!   handle holding the lock: what a caller that polls, or answers "busy"
+//!   at once (a CGI's busy page), pays for each look;
 //! * `floor: ...`: the system calls the scheme cannot avoid (bench::floor);
 //! * `peer: ...`: liblockfile beside `lockfile` (when installed; otherwise
 //!   the bench says it is skipped), and beside `flock` the one-host locks
@@ -26,7 +29,7 @@ use bench::redis::{self, RedisServer, Transport};
 use bench::{bench_roots, floor, peer, BenchDir};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
-use lockcore::{Lock, Scheme, TargetKind};
+use lockcore::{Error, Lock, Scheme, TargetKind};
 
 /// `try_acquire` + `release` of the lock `spec` on one handle; a strategy
 /// that fails even alone is reported, not benchmarked, so that it does not
@@ -46,6 +49,29 @@ fn bench_lockcore(group: &mut BenchmarkGroup<'_, WallTime>, id: &str, spec: &str
     }
 }
 
+/// A `try_acquire` of the lock `spec` answered busy, a second handle
+/// holding it; reported, not benchmarked, when the lock cannot be held, or
+/// a try is not answered busy.
+fn bench_busy_try(group: &mut BenchmarkGroup<'_, WallTime>, id: &str, spec: &str) {
+    let mut holder = Lock::open(spec.as_bytes()).expect("spec");
+    let mut other = Lock::open(spec.as_bytes()).expect("spec");
+    if let Err(e) = holder.try_acquire() {
+        eprintln!("WARNING: {id}: try while held skipped: the holder could not take the lock: {e:?}");
+        return;
+    }
+    match other.try_acquire() {
+        Err(Error::Busy(_)) => {
+            group.bench_function("lockcore: try while held", |b| {
+                b.iter(|| assert!(matches!(other.try_acquire(), Err(Error::Busy(_))), "busy while held"))
+            });
+        }
+        answer => eprintln!("WARNING: {id}: try while held skipped: a try was answered {answer:?}"),
+    }
+    if let Err(e) = holder.release(Duration::ZERO) {
+        eprintln!("WARNING: {id}: the holder's release failed: {e:?}");
+    }
+}
+
 fn uncontended(c: &mut Criterion) {
     if !peer::LIBLOCKFILE {
         eprintln!("{}", peer::LIBLOCKFILE_MISSING);
@@ -55,7 +81,9 @@ fn uncontended(c: &mut Criterion) {
         for &scheme in Scheme::ALL.iter().filter(|s| s.target_kind() == TargetKind::Path) {
             let name = scheme.name();
             let mut group = c.benchmark_group(format!("{name}/{fs}"));
-            bench_lockcore(&mut group, &format!("{name}/{fs}"), &dir.spec(name, &format!("{name}-lock")));
+            let (id, spec) = (format!("{name}/{fs}"), dir.spec(name, &format!("{name}-lock")));
+            bench_lockcore(&mut group, &id, &spec);
+            bench_busy_try(&mut group, &id, &spec);
             for (label, make) in floor::for_scheme(name) {
                 let mut body = make(&dir.path().join(format!("{name}-floor")));
                 group.bench_function(label, |b| b.iter(&mut body));
@@ -105,7 +133,9 @@ fn on_servers(c: &mut Criterion) {
         for transport in Transport::ALL {
             let id = format!("{name}/{}", transport.name());
             let mut group = c.benchmark_group(&id);
-            bench_lockcore(&mut group, &id, &server.spec_via(transport, &format!("{name}-lock"), redis::QUERY));
+            let spec = server.spec_via(transport, &format!("{name}-lock"), redis::QUERY);
+            bench_lockcore(&mut group, &id, &spec);
+            bench_busy_try(&mut group, &id, &spec);
             match server.connect_via(transport) {
                 Ok(client) => {
                     let mut cycle = redis::set_nx_del_cycle(client, &format!("{name}-floor"));
