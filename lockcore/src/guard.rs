@@ -376,6 +376,18 @@ impl LockedFile<'_> {
         Ok(())
     }
 
+    /// Whether the file is `appended` bytes longer than when it was locked
+    /// (or last looked at here): that the holder's own appends of that many
+    /// bytes are all that was written to it, by nobody who ignores the lock
+    /// (a hand, or another user of a file others may write). What is read
+    /// from then on reads the file to its length now.
+    pub fn grew_only_by(&mut self, appended: usize) -> Result<bool, Error> {
+        let size = sys::fstat(self.fd).map_err(|e| FileError::io(self.role, e))?.size;
+        let grew_only_by = size == self.size.saturating_add(appended as u64);
+        self.size = size;
+        Ok(grew_only_by)
+    }
+
     /// Cuts the file to `len` bytes, if it is longer.
     fn truncate(&mut self, len: u64) -> Result<(), Error> {
         if self.size > len {

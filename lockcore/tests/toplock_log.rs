@@ -185,6 +185,50 @@ fn a_torn_request_closed_by_the_next_try_stands_before_nobody() {
     }
 }
 
+/// Another user of a shared queue appends, ignoring the file's lock, while
+/// tries take the lock and let it go: bytes that land between a try's read
+/// of the log and its write glue its request to a torn line, so that its
+/// grant stands for nobody. A try told it holds the lock is the holder the
+/// log names, every time.
+#[test]
+fn a_try_told_it_holds_the_lock_is_the_holder_whatever_lands_before_its_lines() {
+    let dir = TestDir::new("toplock-glued");
+    let queue = queue_in(&dir);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let plants = {
+        let (queue, stop) = (queue.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut file = OpenOptions::new().append(true).open(&queue).unwrap();
+            let mut plants = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                file.write_all(b"x").unwrap();
+                plants += 1;
+                thread::sleep(Duration::from_micros(20));
+            }
+            plants
+        })
+    };
+    // A release glued to a planted byte does not count either: the short
+    // ttl lets the next try take over the lock it left held.
+    let mut lock = open(&queue, "ttl=5ms");
+    let (mut held, mut misled) = (0, Vec::new());
+    for round in 0..3000 {
+        if lock.try_acquire().is_err() {
+            continue;
+        }
+        held += 1;
+        let info = lock.inspect().unwrap();
+        if !info.holder.is_some_and(|holder| holder.this_handle) {
+            misled.push(round);
+        }
+        let _ = lock.release(Duration::ZERO);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let plants = plants.join().unwrap();
+    assert!(held > 0 && plants > 0, "{held} acquisitions, {plants} bytes planted");
+    assert!(misled.is_empty(), "told it held the lock the log gave nobody, in rounds {misled:?} of {held}");
+}
+
 /// A line stamped an hour ahead of the reader's clock holds the log's clock
 /// there (the log's clock never runs back). A grant measured by the
 /// reader's clock alone would look expired to everyone else at once; it

@@ -35,7 +35,7 @@ use crate::strategy::{
 use crate::sys::CPath;
 use crate::trust::Sharing;
 use line::{nanos, Grant, Line};
-use queue_file::{Log, QueueFile};
+use queue_file::{Appended, Log, QueueFile};
 use replay::{Ended, Replay};
 
 /// A `toplock` lock: its queue file, and this handle's place in it.
@@ -183,8 +183,8 @@ impl Toplock {
         for _ in 0..4 {
             refused.set(None);
             let request = |t| Line::Request { nonce, owner, patience, t };
-            let granted = match self.queue.append_request_granting(cx, request, grant, cx.keeps_place) {
-                Ok(granted) => granted,
+            let appended = match self.queue.append_request_granting(cx, request, grant, cx.keeps_place) {
+                Ok(appended) => appended,
                 Err(e) => {
                     // A write that failed may have gone in, in part or whole:
                     // the request is then given up as a place kept is, by
@@ -197,13 +197,21 @@ impl Toplock {
                 }
             };
             let log = &self.queue.log;
-            if let Some(Line::Grant { until, fence, .. }) = granted {
-                let record =
-                    Record { owner: *cx.me, nonce, fence, since: log.wall, expires: grant_expiry(cx, until, log) };
-                return Ok(Some(Taken { record, took_over_from: took_over_from.get() }));
-            }
-            if cx.keeps_place {
-                return Ok(None);
+            match appended {
+                Appended::Granted(Line::Grant { until, fence, .. }) => {
+                    let record =
+                        Record { owner: *cx.me, nonce, fence, since: log.wall, expires: grant_expiry(cx, until, log) };
+                    return Ok(Some(Taken { record, took_over_from: took_over_from.get() }));
+                }
+                Appended::Granted(_) | Appended::Queued if cx.keeps_place => return Ok(None),
+                Appended::Granted(_) | Appended::Queued => {
+                    // Written, but not granted after all (lines written
+                    // meanwhile by a hand that takes no lock stand before
+                    // it): given up, as a place kept is, by `abandon`.
+                    self.pending = Some(nonce);
+                    return Err(Error::Busy(Contention::Raced));
+                }
+                Appended::Nothing => {}
             }
             match refused.get() {
                 Some(Refused::Behind { head, ahead }) => {

@@ -167,6 +167,17 @@ impl Log {
         }
     }
 
+    /// Whether `grant`, a grant line, is the holder's grant in this log: its
+    /// request is the holder, with the fence and end the line names.
+    fn bears_out(&self, grant: &Line) -> bool {
+        let Line::Grant { nonce, until, fence, .. } = *grant else { return false };
+        let me = self.replay.find(nonce);
+        me.is_some_and(|me| {
+            let request = self.replay.requests[me];
+            self.replay.holder(self.now) == Some(me) && request.fence == fence && request.grant == until
+        })
+    }
+
     /// The replay of this log with `lines` appended as the next write would
     /// append them (after closing a torn last line, which then reads as no
     /// line, as it does now): what every reader will make of them, learnt
@@ -275,19 +286,18 @@ impl QueueFile {
     /// it, in the same write, goes the line `grant` makes of the log and
     /// the request (`None`: no grant), so that a request that would be the
     /// head at once is granted in one guard section, not three. Without a
-    /// grant, the request is written only if `queue`. The grant written,
-    /// if any, is returned; the log read stays in [`log`](Self::log), for
-    /// the caller to tell why there was none.
+    /// grant, the request is written only if `queue`. The log read stays in
+    /// [`log`](Self::log), for the caller to tell why there was no grant.
     pub fn append_request_granting(
         &mut self,
         cx: &Context<'_>,
         build: impl Fn(i64) -> Line,
         grant: impl Fn(&Log, &Line) -> Option<Line>,
         queue: bool,
-    ) -> Result<Option<Line>, Error> {
+    ) -> Result<Appended, Error> {
         for _ in 0..2 {
             let own = self.own_boot(cx)?;
-            let file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
+            let mut file = lock_queue(&mut self.file, own, OfdLock::Exclusive, cx)?;
             let this_boot = self.log.read(&file, own)?;
             if this_boot {
                 let request = build(self.log.now);
@@ -299,18 +309,27 @@ impl QueueFile {
                 if granted.is_none() && !queue {
                     drop(file);
                     self.tidy(cx);
-                    return Ok(None);
+                    return Ok(Appended::Nothing);
                 }
                 let granted_text = granted.map(|g| g.encode());
                 let granted_bytes = granted_text.as_ref().map_or(&b""[..], |g| g.as_bytes());
                 if self.log.len + 1 + line.as_bytes().len() + granted_bytes.len() < QUEUE_CAPACITY {
-                    append_lines(&file, self.log.bytes(), &[line.as_bytes(), granted_bytes])?;
-                    if granted.is_some() {
-                        // Not loaded again, as a request that waits is.
-                        drop(file);
-                        self.tidy(cx);
+                    let written = append_lines(&file, self.log.bytes(), &[line.as_bytes(), granted_bytes])?;
+                    let Some(granted) = granted else { return Ok(Appended::Queued) };
+                    // Not loaded again, as a request that waits is, unless
+                    // someone who ignores the lock (a hand, or another user
+                    // of a shared queue) wrote between the read and the
+                    // write: the grant was judged on a log other than the
+                    // one its lines landed in, and is judged again on that.
+                    if !file.grew_only_by(written)? {
+                        self.log.read(&file, own)?;
+                        if !self.log.bears_out(&granted) {
+                            return Ok(Appended::Queued);
+                        }
                     }
-                    return Ok(granted);
+                    drop(file);
+                    self.tidy(cx);
+                    return Ok(Appended::Granted(granted));
                 }
             }
             drop(file);
@@ -399,6 +418,18 @@ impl QueueFile {
         drop(file);
         result
     }
+}
+
+/// What [`QueueFile::append_request_granting`] wrote.
+#[derive(Clone, Copy, Debug)]
+pub enum Appended {
+    /// The request and this grant of it, which the log bears out.
+    Granted(Line),
+    /// The request, and perhaps a grant the log as its lines landed in
+    /// does not bear out: the request may wait in the queue.
+    Queued,
+    /// Nothing: no grant, for a caller that keeps no place.
+    Nothing,
 }
 
 /// The boot this process runs on, as a queue's header names it.
@@ -542,7 +573,7 @@ fn rewrite_in_place(
 /// Appends one line in one write, to the whole `log` read under the same
 /// exclusive lock.
 fn append_line(file: &LockedFile<'_>, log: &[u8], line: &[u8]) -> Result<(), Error> {
-    append_lines(file, log, &[line])
+    append_lines(file, log, &[line]).map(|_| ())
 }
 
 /// What closes the last line of `log` before anything is appended: nothing
@@ -559,13 +590,14 @@ fn closing(log: &[u8]) -> &'static [u8] {
 /// Appends up to two lines in one write, to the whole `log` read under the
 /// same exclusive lock (so it is the file as it stands). A torn last line
 /// is closed first, in the same write, so that it cannot swallow these.
-fn append_lines(file: &LockedFile<'_>, log: &[u8], lines: &[&[u8]]) -> Result<(), Error> {
+fn append_lines(file: &LockedFile<'_>, log: &[u8], lines: &[&[u8]]) -> Result<usize, Error> {
     let mut out = FixedText::<{ 2 * LINE_CAPACITY + TORN_LINE_END.len() }>::new();
     let _ = out.push_bytes(closing(log));
     for line in lines {
         out.push_bytes(line).map_err(|_| Error::corrupt(FileRole::Lock, CorruptKind::RecordTooLong))?;
     }
-    sys::write_all(file.fd, out.as_bytes()).map_err(|e| FileError::io(FileRole::Lock, e))
+    sys::write_all(file.fd, out.as_bytes()).map_err(|e| FileError::io(FileRole::Lock, e))?;
+    Ok(out.as_bytes().len())
 }
 
 #[cfg(test)]
