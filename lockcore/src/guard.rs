@@ -342,8 +342,10 @@ pub struct LockedFile<'a> {
     pub fd: &'a Fd,
     /// The file's part in the lock, for its errors.
     pub role: FileRole,
-    /// Its length when locked: it changes only under an exclusive lock,
-    /// and the holder of that keeps it up to date.
+    /// Its length when locked, as far as reads go: it changes only under
+    /// an exclusive lock. The guard's writes keep it up to date; a queue's
+    /// appends do not, and [`grew_only_by`](Self::grew_only_by) measures
+    /// them against it.
     size: u64,
     /// The time, read once the lock was held: every decision made under it
     /// counts from here, not from before a wait for it.

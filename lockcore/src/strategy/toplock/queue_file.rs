@@ -313,7 +313,8 @@ impl QueueFile {
                 }
                 let granted_text = granted.map(|g| g.encode());
                 let granted_bytes = granted_text.as_ref().map_or(&b""[..], |g| g.as_bytes());
-                if self.log.len + 1 + line.as_bytes().len() + granted_bytes.len() < QUEUE_CAPACITY {
+                let close = closing(self.log.bytes()).len();
+                if self.log.len + close + line.as_bytes().len() + granted_bytes.len() < QUEUE_CAPACITY {
                     let written = append_lines(&file, self.log.bytes(), &[line.as_bytes(), granted_bytes])?;
                     let Some(granted) = granted else { return Ok(Appended::Queued) };
                     // Not loaded again, as a request that waits is, unless
@@ -322,8 +323,9 @@ impl QueueFile {
                     // write: the grant was judged on a log other than the
                     // one its lines landed in, and is judged again on that.
                     if !file.grew_only_by(written)? {
-                        self.log.read(&file, own)?;
-                        if !self.log.bears_out(&granted) {
+                        // A log now of another boot (a checkpoint that names
+                        // one) is started afresh by its next reader.
+                        if !self.log.read(&file, own)? || !self.log.bears_out(&granted) {
                             return Ok(Appended::Queued);
                         }
                     }
@@ -356,7 +358,7 @@ impl QueueFile {
                 let (answer, line) = decide(&self.log)?;
                 let Some(line) = line else { return Ok(answer) };
                 let line = line.encode();
-                if self.log.len + 1 + line.as_bytes().len() < QUEUE_CAPACITY {
+                if self.log.len + closing(self.log.bytes()).len() + line.as_bytes().len() < QUEUE_CAPACITY {
                     append_line(&file, self.log.bytes(), line.as_bytes())?;
                     drop(file);
                     self.tidy(cx);
