@@ -106,6 +106,20 @@ fn taken_over(cx: &Context<'_>, log: &Log, replay: &Replay, index: usize) -> Hol
     Holder { stale: true, liveness, ..holder }
 }
 
+/// When the cooldown of `log` ends, as its wall clock reads it (then, if it
+/// has ended: the log may have been read again, by a compaction, since it
+/// was judged).
+fn cooldown_end(log: &Log) -> WallTime {
+    let left = log.replay.header.not_before.saturating_sub(log.now).max(0);
+    log.wall.saturating_add(Duration::from_nanos(left as u64))
+}
+
+/// Busy behind `ahead` requests, with the holder of `log`, if any.
+fn queued_behind(cx: &Context<'_>, log: &Log, ahead: usize) -> Error {
+    let holder = log.replay.holder(log.now).map(|h| holder_at(cx, log, &log.replay, h).summary());
+    Error::Busy(Contention::Queued { ahead: ahead as u32, holder })
+}
+
 /// Why a new request was not granted in the write that made it.
 #[derive(Clone, Copy, Debug)]
 enum Refused {
@@ -118,6 +132,20 @@ enum Refused {
 }
 
 impl Toplock {
+    /// Passes over request `index` of the log last read, a head that stands
+    /// before the caller's, if the caller's `stale` option has it judge
+    /// owners and it finds this one dead: `true` once the skip is written.
+    fn skipped_if_dead(&mut self, cx: &Context<'_>, index: usize) -> Result<bool, Error> {
+        let log = &self.queue.log;
+        let owner = log.replay.owner(log.bytes(), index);
+        if cx.options.stale != StaleCheck::DeadOwner || cx.me.judge(&owner) != Liveness::Dead {
+            return Ok(false);
+        }
+        let dead = log.replay.requests[index].nonce;
+        self.queue.append(cx, |t| Line::Skip { nonce: dead, t })?;
+        Ok(true)
+    }
+
     /// Makes a new request, `nonce`, granted in the same write if it would
     /// be the head at once (`Some`). Ungranted, it is written only for a
     /// caller that keeps its place ([`Context::keeps_place`], `None`); any
@@ -216,19 +244,13 @@ impl Toplock {
             match refused.get() {
                 Some(Refused::Behind { head, ahead }) => {
                     let Some(index) = log.replay.find(head) else { break };
-                    let owner = log.replay.owner(log.bytes(), index);
-                    if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&owner) == Liveness::Dead {
-                        self.queue.append(cx, |t| Line::Skip { nonce: head, t })?;
+                    if self.skipped_if_dead(cx, index)? {
                         continue;
                     }
-                    let holder = log.replay.holder(log.now).map(|h| holder_at(cx, log, &log.replay, h).summary());
-                    return Err(Error::Busy(Contention::Queued { ahead: ahead as u32, holder }));
+                    return Err(queued_behind(cx, &self.queue.log, ahead));
                 }
                 Some(Refused::CoolingDown) => {
-                    // The log may have been read again since, by a compaction.
-                    let left = log.replay.header.not_before.saturating_sub(log.now).max(0);
-                    let left = Duration::from_nanos(left as u64);
-                    return Err(Error::Busy(Contention::CoolingDown { until: log.wall.saturating_add(left) }));
+                    return Err(Error::Busy(Contention::CoolingDown { until: cooldown_end(log) }));
                 }
                 Some(Refused::NoFence) => return Err(Error::corrupt(FileRole::Lock, CorruptKind::Record)),
                 None => break,
@@ -266,20 +288,14 @@ impl Strategy for Toplock {
             };
             let Some(head) = log.replay.head() else { return Err(Error::Busy(Contention::Raced)) };
             if head != me {
-                let owner = log.replay.owner(log.bytes(), head);
-                if cx.options.stale == StaleCheck::DeadOwner && cx.me.judge(&owner) == Liveness::Dead {
-                    let dead = log.replay.requests[head].nonce;
-                    self.queue.append(cx, |t| Line::Skip { nonce: dead, t })?;
+                let ahead = log.replay.ahead_of(me);
+                if self.skipped_if_dead(cx, head)? {
                     continue;
                 }
-                let holder = log.replay.holder(log.now).map(|h| holder_at(cx, log, &log.replay, h).summary());
-                let ahead = log.replay.ahead_of(me) as u32;
-                return Err(Error::Busy(Contention::Queued { ahead, holder }));
+                return Err(queued_behind(cx, &self.queue.log, ahead));
             }
             if log.now < log.replay.header.not_before {
-                let until =
-                    log.wall.saturating_add(Duration::from_nanos((log.replay.header.not_before - log.now) as u64));
-                return Err(Error::Busy(Contention::CoolingDown { until }));
+                return Err(Error::Busy(Contention::CoolingDown { until: cooldown_end(log) }));
             }
             // Judged again and written in one exclusive section, so that
             // nothing (a late release of the holder before us, a compaction
@@ -337,8 +353,7 @@ impl Strategy for Toplock {
         Ok(Inspection {
             holder: log.replay.holder(log.now).map(|h| holder_at(cx, log, &log.replay, h)),
             last_fence: log.replay.header.last_fence,
-            cooldown_until: (not_before > log.now)
-                .then(|| log.wall.saturating_add(Duration::from_nanos((not_before - log.now) as u64))),
+            cooldown_until: (not_before > log.now).then(|| cooldown_end(log)),
             queue_length: Some(log.replay.pending_count() as u32),
         })
     }
