@@ -157,6 +157,8 @@ pub(crate) fn c_path(path: &Path) -> CString {
 /// Raw floors: exactly the system calls each scheme cannot avoid.
 pub mod floor {
     use super::*;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::atomic::{AtomicU32, AtomicU64};
 
     /// A floor: a label and a loop body made for a path in the bench directory.
     pub type Floor = (&'static str, fn(&Path) -> Box<dyn FnMut()>);
@@ -180,6 +182,7 @@ pub mod floor {
             "toplock" => {
                 vec![("floor: (OFD lock, pread, append, unlock) x2", |p| Box::new(locked_append_twice(p)))]
             }
+            "shm" => vec![("floor: lock word, fence, expiry (clock, CAS) x2", |p| Box::new(word_fence_expiry(p)))],
             _ => Vec::new(),
         }
     }
@@ -433,6 +436,53 @@ pub mod floor {
                 assert!(libc::pread(state_fd, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0);
                 assert_eq!(libc::pwrite(state_fd, line.as_ptr().cast(), line.len(), 0), line.len() as isize);
                 assert_eq!(libc::flock(fd, libc::LOCK_UN), 0);
+            }
+        }
+    }
+
+    /// A lock word in a page shared by the processes of one host, with a
+    /// fencing token and an expiry, and nothing else.
+    #[repr(C)]
+    #[derive(Default)]
+    pub struct WordLease {
+        /// The holder's pid, 0 when free.
+        word: AtomicU32,
+        /// Moved on by every release: what a waiter sleeps on.
+        releases: AtomicU32,
+        /// Waiters asleep on `releases`.
+        sleepers: AtomicU32,
+        fence: AtomicU64,
+        /// When the holder's lease runs out, on the monotonic clock.
+        expires: AtomicU64,
+    }
+
+    // SAFETY: atomics only, for which zero is a valid value.
+    unsafe impl sys::Zeroable for WordLease {}
+
+    /// What a lock word in shared memory that keeps a fencing token and an
+    /// expiry cannot avoid (`shm` keeps these and an owner's record beside
+    /// them): to take it, the clock read for the expiry, the word taken from
+    /// free (a compare-and-swap), the fence moved on and the expiry stored;
+    /// to give it back, the clock read again to tell a release from one
+    /// that came after the expiry, the word let go (a compare-and-swap that
+    /// fails if another took it over), the count of releases moved on and
+    /// its sleepers looked at (none here: no system call).
+    pub fn word_fence_expiry(_path: &Path) -> impl FnMut() {
+        const TTL_NS: u64 = 30_000_000_000;
+        let page = sys::SharedMap::<WordLease>::new();
+        let me = std::process::id();
+        move || {
+            let now = sys::mono_ns();
+            assert!(page.word.compare_exchange(0, me, SeqCst, SeqCst).is_ok(), "the floor runs alone");
+            page.fence.fetch_add(1, SeqCst);
+            page.expires.store(now + TTL_NS, SeqCst);
+
+            let now = sys::mono_ns();
+            assert!(now < page.expires.load(SeqCst));
+            assert!(page.word.compare_exchange(me, 0, SeqCst, SeqCst).is_ok(), "the floor runs alone");
+            page.releases.fetch_add(1, SeqCst);
+            if page.sleepers.load(SeqCst) != 0 {
+                sys::futex_wake(&page.releases, 1);
             }
         }
     }
