@@ -34,7 +34,11 @@
 //!   (`CLOCK_THREAD_CPUTIME_ID`) from release to stop, summed, divided by the
 //!   acquisitions; in process mode `getrusage(RUSAGE_CHILDREN)` is recorded
 //!   too, as a cross-check. Polling shows here: a waiter that spins or wakes
-//!   often pays CPU for every acquisition it does not get;
+//!   often pays CPU for every acquisition it does not get. Beside it, the
+//!   same time on perf's task clock (`perf_event_open`, where allowed): the
+//!   scheduler's clock can charge a thread for time around each wake-up
+//!   that perf's does not (15 µs for every short sleep on some virtual
+//!   machines), which weighs on a cheap lock's figure;
 //! * the oracle, in a `MAP_SHARED | MAP_ANONYMOUS` page: a counter of workers
 //!   inside the critical section, which must never exceed one, and the
 //!   fencing tokens, which must only grow. Any violation fails the run. No
@@ -354,6 +358,10 @@ struct Slot {
     /// Time in `release`, summed.
     release_ns: AtomicU64,
     cpu_ns: AtomicU64,
+    /// The same time on perf's task clock, if every read of it succeeded
+    /// (`task_clock_read` is then 1).
+    task_clock_ns: AtomicU64,
+    task_clock_read: AtomicU64,
     end_ns: AtomicU64,
     wait: SharedHist,
     /// Handoffs to this worker from another one.
@@ -447,7 +455,9 @@ fn worker(arena: &Arena, index: usize, target: Target<'_>, work: Work) {
         slot.errors.fetch_add(1, Ordering::Relaxed);
         return;
     };
+    let task_clock = sys::TaskClock::of_this_thread();
     sys::wait_while_equal(&arena.go, 0);
+    let task_clock_start = task_clock.as_ref().and_then(sys::TaskClock::ns);
     let cpu_start = sys::thread_cpu_ns();
     // At least one acquisition per worker, however late it was scheduled, so
     // that the oracle always sees every worker take the lock.
@@ -517,6 +527,10 @@ fn worker(arena: &Arena, index: usize, target: Target<'_>, work: Work) {
         }
     }
     slot.cpu_ns.store(sys::thread_cpu_ns() - cpu_start, Ordering::Relaxed);
+    if let (Some(start), Some(end)) = (task_clock_start, task_clock.as_ref().and_then(sys::TaskClock::ns)) {
+        slot.task_clock_ns.store(end - start, Ordering::Relaxed);
+        slot.task_clock_read.store(1, Ordering::Relaxed);
+    }
     slot.end_ns.store(sys::mono_ns(), Ordering::Release);
 }
 
@@ -575,6 +589,9 @@ pub struct Cell {
     pub cpu_ns: u64,
     /// getrusage(RUSAGE_CHILDREN) over the round (process mode only).
     pub rusage_cpu_ns: Option<u64>,
+    /// The workers' perf task clocks, summed; `None` unless every worker of
+    /// every round could read its own.
+    pub task_clock_ns: Option<u64>,
     pub overlaps: u64,
     pub fence_regressions: u64,
     pub lost: u64,
@@ -605,6 +622,7 @@ impl Cell {
             release_ns: 0,
             cpu_ns: 0,
             rusage_cpu_ns: None,
+            task_clock_ns: Some(0),
             overlaps: 0,
             fence_regressions: 0,
             lost: 0,
@@ -651,6 +669,10 @@ impl Cell {
 
     pub fn rusage_cpu_us_per_acquisition(&self) -> Option<f64> {
         self.rusage_cpu_ns.map(|ns| per_acquisition_us(ns, self.acquisitions))
+    }
+
+    pub fn task_clock_us_per_acquisition(&self) -> Option<f64> {
+        self.task_clock_ns.map(|ns| per_acquisition_us(ns, self.acquisitions))
     }
 
     /// Share of acquisitions taken by the worker that had just released.
@@ -832,6 +854,10 @@ fn run_round(config: &Config, cell: &mut Cell, target: Target<'_>) {
         cell.wait_max_ns = cell.wait_max_ns.max(slot.wait_max_ns.load(Ordering::Relaxed));
         cell.self_handoffs += slot.self_handoffs.load(Ordering::Relaxed);
         cell.cpu_ns += slot.cpu_ns.load(Ordering::Relaxed);
+        cell.task_clock_ns = match slot.task_clock_read.load(Ordering::Relaxed) {
+            1 => cell.task_clock_ns.map(|sum| sum + slot.task_clock_ns.load(Ordering::Relaxed)),
+            _ => None,
+        };
         cell.held_ns += slot.held_ns.load(Ordering::Relaxed);
         cell.release_ns += slot.release_ns.load(Ordering::Relaxed);
         cell.lost += slot.lost.load(Ordering::Relaxed);

@@ -39,6 +39,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "self_handoff_share",
     "cpu_us_per_acq",
     "rusage_cpu_us_per_acq",
+    "task_clock_us_per_acq",
     "overlaps",
     "fence_regressions",
     "lost",
@@ -91,7 +92,7 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "| strategy | mode | n | acq/s | Jain | per worker min–max | wait p50 / p99 / max µs | handoff p50 / p99 µs (count) | re-acquired by releaser | CPU µs / acq | oracle |"
+            "| strategy | mode | n | acq/s | Jain | per worker min–max | wait p50 / p99 / max µs | handoff p50 / p99 µs (count) | re-acquired by releaser | CPU µs / acq (task clock) | oracle |"
         );
         let _ = writeln!(s, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for c in &self.cells {
@@ -104,7 +105,7 @@ impl Report {
             let share = c.self_handoff_share();
             let _ = writeln!(
                 s,
-                "| `{}` | {} | {} | {:.0} | {} | {}–{} | {} / {} / {} | {} / {} ({}) | {} | {} | {} |",
+                "| `{}` | {} | {} | {:.0} | {} | {}–{} | {} / {} / {} | {} / {} ({}) | {} | {} ({}) | {} |",
                 c.strategy,
                 c.mode.name(),
                 c.contenders,
@@ -120,6 +121,7 @@ impl Report {
                 c.handoff.total(),
                 if share.is_finite() { format!("{:.0}%", share * 100.0) } else { "–".into() },
                 table_us(Some(c.cpu_us_per_acquisition())),
+                table_us(c.task_clock_us_per_acquisition()),
                 oracle,
             );
         }
@@ -159,6 +161,7 @@ impl Report {
                 csv_num(Some(c.self_handoff_share())),
                 csv_num(Some(c.cpu_us_per_acquisition())),
                 csv_num(c.rusage_cpu_us_per_acquisition()),
+                csv_num(c.task_clock_us_per_acquisition()),
                 c.overlaps.to_string(),
                 c.fence_regressions.to_string(),
                 c.lost.to_string(),
