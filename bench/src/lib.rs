@@ -182,7 +182,12 @@ pub mod floor {
             "toplock" => {
                 vec![("floor: (OFD lock, pread, append, unlock) x2", |p| Box::new(locked_append_twice(p)))]
             }
-            "shm" => vec![("floor: lock word, fence, expiry (clock, CAS) x2", |p| Box::new(word_fence_expiry(p)))],
+            "shm" => vec![
+                ("floor: lock word, fence, expiry (clock, CAS) x2", |p| Box::new(word_fence_expiry(p, Clock::Precise))),
+                ("floor: lock word, fence, expiry on the coarse clock", |p| {
+                    Box::new(word_fence_expiry(p, Clock::Coarse))
+                }),
+            ],
             _ => Vec::new(),
         }
     }
@@ -440,6 +445,17 @@ pub mod floor {
         }
     }
 
+    /// Which monotonic clock a floor reads.
+    #[derive(Clone, Copy)]
+    pub enum Clock {
+        /// `CLOCK_MONOTONIC`, to the nanosecond.
+        Precise,
+        /// `CLOCK_MONOTONIC_COARSE`: the time of the last tick (4 ms apart at
+        /// HZ=250), read without asking the clock source; an expiry judged by
+        /// it needs a tick's margin.
+        Coarse,
+    }
+
     /// A lock word in a page shared by the processes of one host, with a
     /// fencing token and an expiry, and nothing else.
     #[repr(C)]
@@ -467,17 +483,21 @@ pub mod floor {
     /// that came after the expiry, the word let go (a compare-and-swap that
     /// fails if another took it over), the count of releases moved on and
     /// its sleepers looked at (none here: no system call).
-    pub fn word_fence_expiry(_path: &Path) -> impl FnMut() {
+    pub fn word_fence_expiry(_path: &Path, clock: Clock) -> impl FnMut() {
         const TTL_NS: u64 = 30_000_000_000;
         let page = sys::SharedMap::<WordLease>::new();
         let me = std::process::id();
+        let read_clock = move || match clock {
+            Clock::Precise => sys::mono_ns(),
+            Clock::Coarse => sys::coarse_mono_ns(),
+        };
         move || {
-            let now = sys::mono_ns();
+            let now = read_clock();
             assert!(page.word.compare_exchange(0, me, SeqCst, SeqCst).is_ok(), "the floor runs alone");
             page.fence.fetch_add(1, SeqCst);
             page.expires.store(now + TTL_NS, SeqCst);
 
-            let now = sys::mono_ns();
+            let now = read_clock();
             assert!(now < page.expires.load(SeqCst));
             assert!(page.word.compare_exchange(me, 0, SeqCst, SeqCst).is_ok(), "the floor runs alone");
             page.releases.fetch_add(1, SeqCst);

@@ -129,6 +129,12 @@ pub fn mono_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// CLOCK_MONOTONIC_COARSE in nanoseconds: the monotonic time of the last
+/// tick.
+pub fn coarse_mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+}
+
 /// CPU time of the calling thread (user + system), in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
