@@ -176,7 +176,7 @@ pub fn run(args: Vec<OsString>) -> Result<u8, Failure> {
         }
     };
     let mut command = options.command(&acquired);
-    let mut child = match signals.start(&mut command, options.lost_signal) {
+    let mut child = match signals.start(&mut command, &options.program_name(), options.lost_signal) {
         Start::Started(child) => child,
         Start::Interrupted(signal) => {
             drop(renewal);

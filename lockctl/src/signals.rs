@@ -14,7 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::exit::Failure;
+use crate::exit::{visible, Failure};
 
 /// The signals lockctl passes on to the command.
 pub const FORWARDED: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
@@ -111,14 +111,19 @@ impl Signals {
         self.state().received
     }
 
-    /// Starts `command`, unless a signal came or the lock was lost first.
-    /// Should lockctl die before the command ends, the command is sent
-    /// `orphan_signal`: it no longer runs under the lock.
-    pub fn start(&self, command: &mut Command, orphan_signal: libc::c_int) -> Start {
+    /// Starts `command` (`program`, for a message), unless a signal came or
+    /// the lock was lost first. Should lockctl die before the command ends,
+    /// the command is sent `orphan_signal`: it no longer runs under the
+    /// lock; should it die before the command starts, the command never
+    /// does.
+    pub fn start(&self, command: &mut Command, program: &str, orphan_signal: libc::c_int) -> Start {
         let parent = std::process::id() as libc::pid_t;
         let set = forwarded_set();
+        // Made here: the child may only make async-signal-safe calls.
+        let not_run = format!("lockctl: ended before '{}' could start; it was not run\n", visible(program));
         // SAFETY: the closure runs in the child between fork and exec and
-        // calls only async-signal-safe functions (sigprocmask, prctl, getppid).
+        // calls only async-signal-safe functions (sigprocmask, prctl,
+        // getppid, write, _exit), on memory made before the fork.
         unsafe {
             command.pre_exec(move || {
                 if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
@@ -127,9 +132,15 @@ impl Signals {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, orphan_signal as libc::c_ulong) != 0 {
                     return Err(io::Error::last_os_error());
                 }
-                // lockctl died before the prctl: no signal will come.
+                // lockctl died before the prctl: no signal will come, and the
+                // lock is no longer held for the command. The child leaves
+                // here: an error returned would go to a pipe nobody reads any
+                // more, and the standard library aborts on that failed write
+                // (a "fatal runtime error" on stderr, and a core file where
+                // they are kept).
                 if libc::getppid() != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                    let _ = libc::write(libc::STDERR_FILENO, not_run.as_ptr().cast(), not_run.len());
+                    libc::_exit(libc::c_int::from(crate::exit::TEMP_FAIL));
                 }
                 Ok(())
             });

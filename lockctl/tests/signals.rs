@@ -120,6 +120,82 @@ fn a_command_whose_lockctl_is_killed_gets_the_lost_signal() {
     });
 }
 
+/// A library preloaded into lockctl that holds its child back before it
+/// arms the signal of its parent's death (`PR_SET_PDEATHSIG`), long enough
+/// for a test to kill lockctl between the fork and the exec; it makes the
+/// file named by `LOCKCTL_TEST_FORKED` first. Built with the system's C
+/// compiler, in `dir`; `None` without one.
+fn late_orphan_shim(dir: &TestDir) -> Option<std::path::PathBuf> {
+    const SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int prctl(int option, ...) {
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a = va_arg(ap, unsigned long), b = va_arg(ap, unsigned long);
+    unsigned long c = va_arg(ap, unsigned long), d = va_arg(ap, unsigned long);
+    va_end(ap);
+    const char *forked = getenv("LOCKCTL_TEST_FORKED");
+    if (option == PR_SET_PDEATHSIG && forked) {
+        int fd = open(forked, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) close(fd);
+        struct timespec pause = { 0, 500 * 1000 * 1000 };
+        nanosleep(&pause, 0);
+    }
+    return syscall(SYS_prctl, option, a, b, c, d);
+}
+"#;
+    let (source, shim) = (dir.join("late_orphan.c"), dir.join("late_orphan.so"));
+    std::fs::write(&source, SOURCE).ok()?;
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .args([shim.as_os_str(), source.as_os_str()])
+        .status()
+        .is_ok_and(|status| status.success());
+    built.then_some(shim)
+}
+
+/// A lockctl killed after it forked its command's process and before that
+/// process could arm the signal of its parent's death: the command never
+/// runs (the lock is no longer held for it), and the process says so and
+/// leaves quietly, with no abort of the runtime on the way.
+#[test]
+fn a_command_whose_lockctl_dies_before_it_starts_never_runs() {
+    let shim_dir = TestDir::new("unborn-shim");
+    let Some(shim) = late_orphan_shim(&shim_dir) else {
+        eprintln!("skipped: no C compiler (cc) to build the preloaded library");
+        return;
+    };
+    each_scheme("unborn", |scheme, dir| {
+        let spec = dir.spec(scheme, "");
+        let (forked, ran) = (dir.join("forked"), dir.join("ran"));
+        let mut child = lockctl()
+            .env("LD_PRELOAD", &shim)
+            .env("LOCKCTL_TEST_FORKED", &forked)
+            .args(["run", &spec, "--", "touch"])
+            .arg(&ran)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("lockctl to fork the command's process", || forked.exists());
+        send_signal(child.id(), libc::SIGKILL);
+        assert_eq!(wait_exit(&mut child).code(), None, "killed");
+        // The end of the pipe: the orphan, its last writer, is gone.
+        let mut said = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+        assert_eq!(said, "lockctl: ended before 'touch' could start; it was not run\n");
+        assert!(!ran.exists(), "the command ran without the lock");
+    });
+}
+
 /// `LOCK_TOOK_OVER` is this acquisition's: a value in lockctl's own
 /// environment (an outer run's) does not reach the command.
 #[test]
