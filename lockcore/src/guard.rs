@@ -454,7 +454,7 @@ impl HeldGuard<'_> {
         let mut whole = FixedText::<{ GUARD_RECORD_LEN + RECORD_LINE_CAPACITY + 1 }>::new();
         let _ = whole.push_bytes(self.state.encode().as_bytes());
         if let Some(record) = record {
-            let _ = whole.push_bytes(record.encode_line().as_bytes());
+            let _ = record.write_line(&mut whole);
             let _ = whole.push_bytes(b"\n");
         }
         self.file.write(whole.as_bytes())?;

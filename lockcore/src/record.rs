@@ -79,7 +79,9 @@ impl Record {
         out
     }
 
-    fn write_line(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
+    /// Appends the record line to `out`, without a newline: for a text that
+    /// holds it among other words, written in place.
+    pub(crate) fn write_line<const N: usize>(&self, out: &mut FixedText<N>) -> core::fmt::Result {
         self.write_before_fence(out)?;
         out.push_u64(self.fence)?;
         self.write_after_fence(out)
@@ -97,7 +99,7 @@ impl Record {
         (before, after)
     }
 
-    fn write_before_fence(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
+    fn write_before_fence<const N: usize>(&self, out: &mut FixedText<N>) -> core::fmt::Result {
         out.push_bytes(MARKER)?;
         self.owner.encode_into(out)?;
         out.push_bytes(b" ")?;
@@ -105,7 +107,7 @@ impl Record {
         out.push_bytes(b" ")
     }
 
-    fn write_after_fence(&self, out: &mut FixedText<RECORD_LINE_CAPACITY>) -> core::fmt::Result {
+    fn write_after_fence<const N: usize>(&self, out: &mut FixedText<N>) -> core::fmt::Result {
         out.push_bytes(b" ")?;
         out.push_i64(self.since.unix_nanos())?;
         out.push_bytes(b" ")?;
@@ -131,7 +133,7 @@ impl Record {
             let _ = out.push_bytes(self.owner.host.as_bytes());
         }
         let _ = out.push_bytes(b"\n");
-        let _ = out.push_bytes(self.encode_line().as_bytes());
+        let _ = self.write_line(&mut out);
         let _ = out.push_bytes(b"\n");
         out
     }

@@ -83,9 +83,7 @@ impl LeaseState {
         let mut out = FixedText::new();
         // Bounded fields: the longest record line and numbers always fit.
         let _ = match self {
-            LeaseState::Held(record) => {
-                out.push_bytes(b"lease 2 held ").and_then(|()| out.push_bytes(record.encode_line().as_bytes()))
-            }
+            LeaseState::Held(record) => out.push_bytes(b"lease 2 held ").and_then(|()| record.write_line(&mut out)),
             LeaseState::Free { not_before, fence } => out
                 .push_bytes(b"lease 2 free ")
                 .and_then(|()| out.push_u64(*fence))
