@@ -33,28 +33,32 @@ impl<const N: usize> FixedText<N> {
 
     /// Appends `value` in decimal, as `{}` writes it, without the
     /// formatting machinery: records are written at every change of a lock.
+    /// The digits go straight into their place, last first (a copy of a few
+    /// bytes of unknown length is a call to `memcpy`, and a record has a
+    /// dozen numbers).
     pub fn push_u64(&mut self, value: u64) -> fmt::Result {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
+        let digits = value.checked_ilog10().map_or(1, |log| log as usize + 1);
+        let end = self.len.checked_add(digits).filter(|&end| end <= N).ok_or(fmt::Error)?;
         let mut rest = value;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
+        for digit in self.buf[self.len..end].iter_mut().rev() {
+            *digit = b'0' + (rest % 10) as u8;
             rest /= 10;
-            if rest == 0 {
-                break;
-            }
         }
-        self.push_bytes(&digits[at..])
+        self.len = end;
+        Ok(())
     }
 
     /// Appends `value` in decimal, as `{}` writes it.
     pub fn push_i64(&mut self, value: i64) -> fmt::Result {
         if value < 0 {
-            let mut signed = FixedText::<21>::new();
-            signed.push_bytes(b"-")?;
-            signed.push_u64(value.unsigned_abs())?;
-            return self.push_bytes(signed.as_bytes());
+            // The sign only with the digits: a number that does not fit
+            // leaves nothing behind.
+            let digits = value.unsigned_abs().checked_ilog10().map_or(1, |log| log as usize + 1);
+            if self.len.checked_add(1 + digits).filter(|&end| end <= N).is_none() {
+                return Err(fmt::Error);
+            }
+            self.push_bytes(b"-")?;
+            return self.push_u64(value.unsigned_abs());
         }
         self.push_u64(value as u64)
     }
@@ -197,6 +201,14 @@ mod tests {
             t.push_u64(value).unwrap();
             assert_eq!(t.as_bytes(), std::format!("{value}").as_bytes());
         }
+        // Every change in the count of digits.
+        for power in (0..20).map(|exp| 10u64.pow(exp)) {
+            for value in [power - 1, power, power + 1] {
+                let mut t = FixedText::<20>::new();
+                t.push_u64(value).unwrap();
+                assert_eq!(t.as_bytes(), std::format!("{value}").as_bytes());
+            }
+        }
         for value in [0, 1, -1, 9, -10, 1_795_842_484_764_194_711, i64::MAX, i64::MIN, i64::MIN + 1] {
             let mut t = FixedText::<32>::new();
             t.push_i64(value).unwrap();
@@ -211,7 +223,11 @@ mod tests {
         let mut short = FixedText::<4>::new();
         short.push_bytes(b"ab").unwrap();
         assert!(short.push_i64(-123).is_err() && short.push_u64(123).is_err() && short.push_hex(&[1, 2]).is_err());
+        assert!(short.push_i64(-12).is_err(), "the sign would fit, the digits not");
         assert_eq!(short.as_bytes(), b"ab");
+        let mut exact = FixedText::<4>::new();
+        exact.push_i64(-123).unwrap();
+        assert_eq!(exact.as_bytes(), b"-123");
     }
 
     #[test]
