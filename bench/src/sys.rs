@@ -211,6 +211,22 @@ impl TaskClock {
     }
 }
 
+/// Elsewhere there is no perf task clock: the report leaves its column
+/// empty.
+#[cfg(not(target_os = "linux"))]
+pub struct TaskClock(());
+
+#[cfg(not(target_os = "linux"))]
+impl TaskClock {
+    pub fn of_this_thread() -> Option<TaskClock> {
+        None
+    }
+
+    pub fn ns(&self) -> Option<u64> {
+        None
+    }
+}
+
 /// User + system CPU of every waited-for child, in nanoseconds.
 pub fn children_cpu_ns() -> u64 {
     // SAFETY: rusage is plain data; getrusage fills it.
