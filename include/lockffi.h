@@ -91,6 +91,10 @@
  * promised to be async-signal-safe: make none from a handler, and never
  * longjmp out of one that interrupted a lock_* call (the handle would stay
  * in use). The library sends a signal only for signal= (above).
+ * Thread cancellation (pthread_cancel) is held off during every call and
+ * its callbacks, and acted on at the thread's next cancellation point
+ * after the call returns, by its deadline; to end a wait early, give
+ * lock_set_cancel a callback.
  *
  * Exit: locks still held when the process exits normally (exit(), return
  * from main) are released; a failure is written to stderr. A process that

@@ -738,6 +738,61 @@ static bool test_cancel_callback(void) {
     return for_each_strategy(cancel_a_wait);
 }
 
+/* A thread cancelled with pthread_cancel while it waits in lock_acquire.
+ * glibc cancels by unwinding the thread's stack; through the library, the
+ * unwind would be caught at the call's boundary and glibc would abort the
+ * whole process. The cancellation is held off until the call returns, and
+ * acted on at the thread's next cancellation point. */
+struct cancelled_waiter {
+    lock_handle *h;
+    int in_call;  /* 1 once the thread is about to call lock_acquire */
+    int returned; /* 1000 + what lock_acquire returned, once it has */
+};
+
+static void *acquire_then_test_cancel(void *arg) {
+    struct cancelled_waiter *w = arg;
+    __atomic_store_n(&w->in_call, 1, __ATOMIC_SEQ_CST);
+    lock_result rc = lock_acquire(w->h, LOCK_WAIT_FOREVER, NULL);
+    __atomic_store_n(&w->returned, 1000 + (int)rc, __ATOMIC_SEQ_CST);
+    pthread_testcancel();
+    return NULL; /* not reached with a cancellation pending */
+}
+
+static bool cancelled_thread(const struct strategy *s, const char *dir) {
+    lock_handle *holder = NULL, *waiter = NULL;
+    OPEN(holder, s, dir, NULL);
+    OPEN(waiter, s, dir, NULL);
+    CHECK_RC(lock_try_acquire(holder, NULL), LOCK_OK);
+    /* Static: a thread still in its call when the case fails writes here,
+     * not into a frame that has returned. */
+    static struct cancelled_waiter w;
+    w = (struct cancelled_waiter){waiter, 0, 0};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, acquire_then_test_cancel, &w) == 0);
+    while (__atomic_load_n(&w.in_call, __ATOMIC_SEQ_CST) == 0) sleep_ms(1);
+    sleep_ms(20); /* well into its wait, most likely; either way the cancellation waits for the call */
+    CHECK(pthread_cancel(thread) == 0);
+    sleep_ms(20);
+    int returned = __atomic_load_n(&w.returned, __ATOMIC_SEQ_CST);
+    CHECK_MSG(returned == 0, "lock_acquire returned %d %s on a held lock", returned - 1000, rc_name(returned - 1000));
+    CHECK_RC(lock_release(holder, 0), LOCK_OK);
+    void *ended = NULL;
+    CHECK(pthread_join(thread, &ended) == 0);
+    CHECK_MSG(ended == PTHREAD_CANCELED, "the thread was not cancelled once its call had returned");
+    returned = __atomic_load_n(&w.returned, __ATOMIC_SEQ_CST);
+    CHECK_MSG(returned == 1000 + LOCK_OK, "the cancelled thread's lock_acquire returned %d %s", returned - 1000,
+              rc_name(returned - 1000));
+    /* Its handle holds the lock: the thread ended before it could release. */
+    CHECK_RC(lock_release(waiter, 0), LOCK_OK);
+    CLOSE(holder);
+    CLOSE(waiter);
+    return no_litter(s, dir);
+}
+
+static bool test_a_thread_cancelled_in_a_wait_ends_after_it(void) {
+    return for_each_strategy(cancelled_thread);
+}
+
 /* lock_path: the lock file / directory / flock'd file; too small a buffer. */
 static bool path_of_lock(const struct strategy *s, const char *dir) {
     lock_handle *h = NULL;
@@ -1877,6 +1932,7 @@ static const struct test_case CASES[] = {
     {"test_lost_callback_stops_own_watchdog", test_lost_callback_stops_own_watchdog},
     {"test_lost_callback_closes_own_handle", test_lost_callback_closes_own_handle},
     {"test_close_waits_for_a_lost_callback_in_a_call", test_close_waits_for_a_lost_callback_in_a_call},
+    {"test_a_thread_cancelled_in_a_wait_ends_after_it", test_a_thread_cancelled_in_a_wait_ends_after_it},
     {"test_close_from_a_warning_of_its_own_wait", test_close_from_a_warning_of_its_own_wait},
     {"test_fork_child_closes_renewed_handle", test_fork_child_closes_renewed_handle},
     {"test_fork_while_another_thread_calls", test_fork_while_another_thread_calls},

@@ -117,9 +117,46 @@ macro_rules! ffi_export {
 
 pub(crate) use ffi_export;
 
+/// Thread cancellation held off for as long as it lives, then put back as
+/// it was: a cancelled thread acts on it at its next cancellation point
+/// after the call. glibc cancels a thread by unwinding its stack, and an
+/// unwind that reached an export's `catch_unwind` would be swallowed there,
+/// which glibc answers by aborting the process ("exception not rethrown").
+/// Every call returns by its deadline, so the cancellation waits no longer
+/// than that; a caller's callback made during the call runs with it held
+/// off too.
+struct CancellationHeldOff {
+    before: libc::c_int,
+}
+
+// Not in the libc crate for glibc; the values are glibc's and musl's.
+const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
+extern "C" {
+    fn pthread_setcancelstate(state: libc::c_int, before: *mut libc::c_int) -> libc::c_int;
+}
+
+impl CancellationHeldOff {
+    fn new() -> CancellationHeldOff {
+        let mut before = PTHREAD_CANCEL_DISABLE;
+        // SAFETY: a valid state and a valid out pointer; the call only sets
+        // this thread's cancellation state, and cannot fail with these.
+        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut before) };
+        CancellationHeldOff { before }
+    }
+}
+
+impl Drop for CancellationHeldOff {
+    fn drop(&mut self) {
+        let mut ignored = 0;
+        // SAFETY: as in `new`, with the state `new` found.
+        unsafe { pthread_setcancelstate(self.before, &mut ignored) };
+    }
+}
+
 /// Runs the body of the export `op`: panics become `LOCK_ERR_PANIC`, and
 /// every failure leaves its message. Called through [`ffi_export!`].
 pub fn call(op: &'static str, body: impl FnOnce() -> Result<lock_result, Failure>) -> lock_result {
+    let _held_off = CancellationHeldOff::new();
     clear_message();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(code)) => code,
@@ -133,6 +170,7 @@ pub fn call(op: &'static str, body: impl FnOnce() -> Result<lock_result, Failure
 /// happened. The message is otherwise left as it was. Called through
 /// [`ffi_export!`].
 pub fn call_returning<T>(op: &'static str, fallback: T, body: impl FnOnce() -> T) -> T {
+    let _held_off = CancellationHeldOff::new();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(value) => value,
         Err(payload) => {
