@@ -622,11 +622,19 @@ impl Lock {
     /// for that long afterwards. The handle holds nothing afterwards, whatever
     /// the outcome; on an error it still holds.
     pub fn release(&mut self, cooldown: Duration) -> Result<ReleaseOutcome, Error> {
+        self.release_within(cooldown, CHANGE_PATIENCE)
+    }
+
+    /// [`release`](Self::release) within `patience` rather than
+    /// [`CHANGE_PATIENCE`]: for a caller that has spent part of its own
+    /// deadline already (a renewal it waited for).
+    pub fn release_within(&mut self, cooldown: Duration, patience: Duration) -> Result<ReleaseOutcome, Error> {
         if !cooldown.is_zero() {
             self.spec.scheme.require(Ability::Cooldown)?;
         }
         let held = self.held_here()?;
-        let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_cooldown() {
+        let deadline = MonoTime::now().saturating_add(patience);
+        let outcome = self.run(deadline, |strategy, cx| match strategy.abilities().as_cooldown() {
             Some(closing) => closing.release_closed(cx, &held, cooldown),
             None => strategy.core().release(cx, &held),
         })?;
@@ -638,11 +646,19 @@ impl Lock {
     /// Moves the expiry to now + `ttl` (`None`: the spec's TTL; without one,
     /// the lock no longer expires).
     pub fn prolong(&mut self, ttl: Option<Duration>) -> Result<ProlongOutcome, Error> {
+        self.prolong_within(ttl, CHANGE_PATIENCE)
+    }
+
+    /// [`prolong`](Self::prolong) within `patience` rather than
+    /// [`CHANGE_PATIENCE`]: for a renewal that others may be waiting out,
+    /// and that is tried again soon if it fails.
+    pub fn prolong_within(&mut self, ttl: Option<Duration>, patience: Duration) -> Result<ProlongOutcome, Error> {
         self.spec.scheme.require(Ability::Prolong)?;
         let mut held = self.held_here()?;
         let ttl = ttl.or(self.spec.options.ttl);
         let unsupported = self.unsupported(Ability::Prolong);
-        let outcome = self.run(Lock::change_deadline(), |strategy, cx| match strategy.abilities().as_prolong() {
+        let deadline = MonoTime::now().saturating_add(patience);
+        let outcome = self.run(deadline, |strategy, cx| match strategy.abilities().as_prolong() {
             Some(prolonging) => prolonging.prolong(cx, &mut held, ttl),
             None => Err(unsupported),
         })?;

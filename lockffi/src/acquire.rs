@@ -147,10 +147,14 @@ pub unsafe extern "C" fn lock_release(handle: *mut lock_handle, cooldown_ms: u64
         // No renewal may run during or after the release; but the watchdog is
         // only paused until the release is known to have happened: one that
         // fails with an error leaves the lock held, to be renewed as before.
+        // The wait for a renewal under way counts against the release's own
+        // patience, so that the call keeps its deadline.
+        let started = std::time::Instant::now();
         if let Some(watchdog) = claimed.watchdog() {
             watchdog.pause();
         }
-        let released = claimed.lock().release(cooldown);
+        let patience = lockcore::CHANGE_PATIENCE.saturating_sub(started.elapsed());
+        let released = claimed.lock().release_within(cooldown, patience);
         let outcome = match released.at(claimed.lock()) {
             Ok(outcome) => outcome,
             Err(failure) => {

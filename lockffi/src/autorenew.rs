@@ -52,7 +52,12 @@ fn not_started(lock: &Lock, error: StartError) -> Failure {
 /// third of its spec's `ttl`, until the lock is released or the handle
 /// closed. Each renewal sets the expiry to now + the spec's `ttl`, whatever
 /// `ttl_ms` a `lock_prolong` gave before or meanwhile: a longer expiry set
-/// that way is cut back to the spec's `ttl` at the next renewal.
+/// that way is cut back to the spec's `ttl` at the next renewal. A renewal
+/// waits at most a quarter of a second for the lock's guard or server; one
+/// that fails is tried again a tenth of a second later (or at the next
+/// third of the `ttl`, if sooner). A call on the handle that stops or
+/// pauses the watchdog waits for a renewal under way, so no longer than
+/// that; `lock_release` counts that wait in its 2 seconds.
 ///
 /// If a renewal finds that someone else holds the lock, the watchdog calls
 /// `lost` (if not NULL) once, from its own thread, with `context`, and

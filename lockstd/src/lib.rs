@@ -45,4 +45,4 @@ pub mod at_exit;
 mod watchdog;
 
 pub use crate::at_exit::{release_at_exit, Registration};
-pub use crate::watchdog::{Lapse, StartError, Watchdog};
+pub use crate::watchdog::{Lapse, StartError, Watchdog, RENEWAL_PATIENCE};

@@ -71,8 +71,9 @@ impl std::error::Error for StartError {
 /// finds the lock expired (nobody took it; it is held again) or lost
 /// (someone else holds it), the callback is called on the watchdog's thread
 /// with a [`Lapse`]; after [`Lapse::Lost`] the watchdog stops renewing. A
-/// renewal that fails otherwise (a guard held too long, an I/O error) is
-/// tried again at the next tick: the `ttl` leaves room for two more.
+/// renewal waits at most [`RENEWAL_PATIENCE`] for the lock's guard or its
+/// server; one that fails so, or otherwise (an I/O error), is tried again
+/// a tenth of a second later, or at the next tick if that comes sooner.
 ///
 /// Dropping the watchdog stops it and waits for its thread, so that no
 /// renewal runs once the drop has returned, and a running callback has
@@ -141,6 +142,16 @@ impl Control {
 /// The callback, moved to the watchdog's thread.
 type OnLapse = Box<dyn FnMut(Lapse) + Send>;
 
+/// How long one renewal may wait for the file that orders the lock's
+/// changes, or for its server. Whoever pauses or stops the watchdog waits
+/// for a renewal under way, so no longer than this: a guard held, or a
+/// server silent, for longer fails the renewal, which is tried again soon.
+pub const RENEWAL_PATIENCE: Duration = lockcore::ATTEMPT_PATIENCE;
+
+/// After a renewal that failed, the next try comes this soon (or at the
+/// next tick, if that is sooner): the lease has little time to spare.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
 impl Watchdog {
     /// Starts renewing `lock`, which this process holds: at once, then
     /// every third of its spec's `ttl`. `on_lapse` is called from the
@@ -194,8 +205,9 @@ impl Watchdog {
     }
 
     /// Renews nothing until [`resume`](Self::resume); waits for a renewal
-    /// under way, so that none runs once this returns. For a release, which
-    /// must not race a renewal, but may fail and leave the lock to renew.
+    /// under way (at most [`RENEWAL_PATIENCE`]), so that none runs once
+    /// this returns. For a release, which must not race a renewal, but may
+    /// fail and leave the lock to renew.
     pub fn pause(&self) {
         self.set(State::Idle);
     }
@@ -229,17 +241,27 @@ fn renew_until_stopped(control: &Control, mut shadow: Box<Lock>, every: Duration
                     continue;
                 }
                 // Renewed with the state locked: whoever changes the state
-                // waits until no renewal is under way.
-                let renewed = shadow.prolong(None);
-                *state = State::RenewAt(now + every);
+                // waits until no renewal is under way, at most
+                // RENEWAL_PATIENCE.
+                let renewed = shadow.prolong_within(None, RENEWAL_PATIENCE);
+                // The next one counted from now, after this one, which may
+                // have taken its whole patience: due at once, it would be
+                // made with the state still locked, and again, for as long
+                // as the guard or the server stays stuck.
+                let after = Instant::now();
                 let lapse = match renewed {
-                    Ok(ProlongOutcome::Prolonged) => continue,
-                    Ok(ProlongOutcome::Expired) => Lapse::Expired,
-                    Ok(ProlongOutcome::Lost) | Err(Error::NotHeld) => Lapse::Lost,
-                    // A failed renewal (I/O, a guard held too long) is
-                    // retried at the next tick; the lease has two more.
-                    Err(_) => continue,
+                    Ok(ProlongOutcome::Prolonged) => None,
+                    Ok(ProlongOutcome::Expired) => Some(Lapse::Expired),
+                    Ok(ProlongOutcome::Lost) | Err(Error::NotHeld) => Some(Lapse::Lost),
+                    // A failed renewal (I/O, a guard held too long, a server
+                    // that did not answer) is tried again soon.
+                    Err(_) => {
+                        *state = State::RenewAt(after + every.min(RETRY_AFTER));
+                        continue;
+                    }
                 };
+                *state = State::RenewAt(after + every);
+                let Some(lapse) = lapse else { continue };
                 // Unlocked first: the callback may pause or stop this very
                 // watchdog, which takes the state.
                 drop(state);

@@ -14,9 +14,11 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::files::ofd_lock;
+use common::shm_lock::SectionWord;
 use common::{each_scheme, open_lock, wait_until, Scheme, SchemeFiles, TestDir, PATIENCE};
 use lockcore::{Lock, ReleaseOutcome};
-use lockstd::{Lapse, StartError, Watchdog};
+use lockstd::{Lapse, StartError, Watchdog, RENEWAL_PATIENCE};
 
 /// Renewals every 200 ms: quick tests, and room for a loaded machine.
 const QUERY: &str = "ttl=600ms";
@@ -153,6 +155,102 @@ fn a_paused_watchdog_renews_nothing_and_reports_the_expiry_it_finds_on_resuming(
         // enough may let it expire once more before the release).
         assert!(on_disk(&spec).0 > paused_at);
         drop(watchdog);
+        let released = lock.release(Duration::ZERO).unwrap();
+        assert!(matches!(released, ReleaseOutcome::Released | ReleaseOutcome::Expired), "{released:?}");
+    });
+}
+
+/// What orders the changes of the lock of `scheme` in `dir`, held from
+/// outside by a thread until told to stop, or for `at_most`: its guard,
+/// lease or queue file by an exclusive open-file-description lock, as
+/// another process's change holds it; `shm`'s section word; for `redis`,
+/// the server `server`, stopped (SIGSTOP). Returns once it is held.
+fn hold_from_outside(
+    scheme: Scheme,
+    dir: &TestDir,
+    server: Option<&testkit::Redis>,
+    at_most: Duration,
+) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let (held, holding) = mpsc::channel::<()>();
+    let server_pid = server.map(|server| server.pid());
+    // A lock on a server keeps no file.
+    let state = server.is_none().then(|| scheme.state_path(dir.path()));
+    let holder = std::thread::spawn(move || {
+        let hold = || {
+            let _ = held.send(());
+            let _ = stopped.recv_timeout(at_most);
+        };
+        match (scheme, server_pid) {
+            (_, Some(pid)) => {
+                // SAFETY: signals to the server this test started.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                hold();
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+            (Scheme::Shm, None) => {
+                let word = SectionWord::of(&state.expect("a file lock"));
+                word.take();
+                hold();
+                word.release();
+            }
+            (_, None) => {
+                let state = state.expect("a file lock");
+                let file = std::fs::OpenOptions::new().read(true).write(true).open(state).unwrap();
+                // The library holds it for microseconds at a time.
+                while !ofd_lock(&file, true).unwrap() {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                hold();
+            }
+        }
+    });
+    holding.recv_timeout(PATIENCE).expect("the guard was never held from outside");
+    (stop, holder)
+}
+
+/// How long a pause or a drop may take while a renewal is stuck: the
+/// renewal's patience, and room for a loaded machine; well under the time
+/// the guard stays held, which a renewal that kept the watchdog's state
+/// locked would make them wait out.
+const STUCK_BOUND: Duration = Duration::from_millis(1500);
+const HELD_FOR: Duration = Duration::from_secs(3);
+
+#[test]
+fn a_renewal_stuck_on_a_held_guard_keeps_pause_and_drop_waiting_no_longer_than_its_patience() {
+    assert!(RENEWAL_PATIENCE * 2 < STUCK_BOUND);
+    each_scheme("watchdog-stuck", |scheme, dir| {
+        // A server of its own, to stop without stopping the other tests'.
+        let server = (scheme == Scheme::Redis).then(|| testkit::Redis::start(&[]));
+        let spec = match &server {
+            Some(server) => server.spec("stuck", QUERY),
+            None => scheme.spec(dir.path(), QUERY),
+        };
+        let mut lock = open_lock(&spec);
+        lock.try_acquire().unwrap();
+        if scheme == Scheme::Flock {
+            return;
+        }
+        let (watchdog, _lapses) = start(&lock);
+        let (stop, holder) = hold_from_outside(scheme, dir, server.as_ref(), HELD_FOR);
+        // Renewals fall due every 200 ms and find the guard held.
+        std::thread::sleep(Duration::from_millis(700));
+        let paused = std::time::Instant::now();
+        watchdog.pause();
+        let paused_in = paused.elapsed();
+        watchdog.resume();
+        // At once a renewal, which finds the guard held.
+        std::thread::sleep(Duration::from_millis(50));
+        let dropped = std::time::Instant::now();
+        drop(watchdog);
+        let dropped_in = dropped.elapsed();
+        let _ = stop.send(());
+        holder.join().unwrap();
+        assert!(paused_in < STUCK_BOUND, "pause waited {paused_in:?} for a stuck renewal");
+        assert!(dropped_in < STUCK_BOUND, "drop waited {dropped_in:?} for a stuck renewal");
+        // The lock ran out while its guard was held, or was renewed just
+        // before: either way it is still this handle's to release.
         let released = lock.release(Duration::ZERO).unwrap();
         assert!(matches!(released, ReleaseOutcome::Released | ReleaseOutcome::Expired), "{released:?}");
     });
