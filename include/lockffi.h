@@ -542,7 +542,8 @@ const char *lock_strerror(int32_t code);
 
 /**
  * Copies a description of this thread's last failing `lock_*` call into
- * `buf` (NUL-terminated, cut to fit `buf_len`). With `buf` NULL or
+ * `buf` (NUL-terminated, cut to fit `buf_len` where a UTF-8 character
+ * starts, so a short copy may hold up to 3 bytes fewer). With `buf` NULL or
  * `buf_len` 0 it only measures. Empty after a call that succeeded.
  *
  * Returns: the description's full length, without its terminator, as

@@ -337,12 +337,18 @@ pub fn while_waiting_say<T>(fill: impl FnOnce(&mut String) -> std::fmt::Result, 
     answer
 }
 
-/// Copies the last message into `buf` (NUL-terminated, cut to fit) and
-/// returns its full length, as snprintf does.
+/// Copies the last message into `buf` (NUL-terminated, cut to fit, at a
+/// character's start) and returns its full length, as snprintf does.
 pub fn copy_last_message(buf: *mut libc::c_char, len: usize) -> usize {
-    let copy = |bytes: &[u8]| {
+    let copy = |text: &str| {
+        let bytes = text.as_bytes();
         if !buf.is_null() && len > 0 {
-            let n = bytes.len().min(len - 1);
+            // Cut where a character starts: a short buffer gets whole
+            // characters, never the first bytes of one.
+            let mut n = bytes.len().min(len - 1);
+            while !text.is_char_boundary(n) {
+                n -= 1;
+            }
             // SAFETY: the caller gives `len` writable bytes at `buf`; we write
             // `n + 1 <= len` of them, and the regions cannot overlap (ours is
             // Rust-owned).
@@ -353,7 +359,7 @@ pub fn copy_last_message(buf: *mut libc::c_char, len: usize) -> usize {
         }
         bytes.len()
     };
-    LAST_MESSAGE.try_with(|m| copy(m.borrow().as_bytes())).unwrap_or_else(|_| copy(b""))
+    LAST_MESSAGE.try_with(|m| copy(m.borrow().as_str())).unwrap_or_else(|_| copy(""))
 }
 
 /// The longest TTL or cooldown a call accepts: 100 years, as the spec's

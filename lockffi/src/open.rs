@@ -37,7 +37,8 @@ pub extern "C" fn lock_strerror(code: i32) -> *const c_char {
 }
 
 /// Copies a description of this thread's last failing `lock_*` call into
-/// `buf` (NUL-terminated, cut to fit `buf_len`). With `buf` NULL or
+/// `buf` (NUL-terminated, cut to fit `buf_len` where a UTF-8 character
+/// starts, so a short copy may hold up to 3 bytes fewer). With `buf` NULL or
 /// `buf_len` 0 it only measures. Empty after a call that succeeded.
 ///
 /// Returns: the description's full length, without its terminator, as

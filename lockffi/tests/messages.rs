@@ -397,6 +397,32 @@ fn a_timeout_and_a_busy_lock_name_the_holder() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A message cut to fit a short buffer is cut where a character starts:
+/// whatever the buffer's length, the copy is UTF-8 and begins the message.
+#[test]
+fn a_message_cut_to_fit_keeps_whole_characters() {
+    let dir = Dir::new("cut-é");
+    let missing = format!("{}/été/déjà/x", dir.0.display());
+    let spec = std::ffi::CString::new(format!("mkdir:{missing}")).unwrap();
+    let mut handle = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated spec and a valid out-pointer.
+    assert_eq!(unsafe { lock_open(spec.as_ptr(), &mut handle) }, lock_result::LOCK_OK);
+    assert_eq!(try_acquire(handle), lock_result::LOCK_ERR_NOT_FOUND);
+    let full = message();
+    assert!(full.contains("été/déjà"), "{full:?}");
+    for len in 1..=full.len() + 1 {
+        let mut buf = vec![0x55 as c_char; len];
+        // SAFETY: a buffer of its length.
+        let whole = unsafe { lock_last_error_message(buf.as_mut_ptr(), buf.len()) };
+        assert_eq!(whole, full.len());
+        // SAFETY: NUL-terminated within `len` bytes by lock_last_error_message.
+        let copy = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_bytes();
+        let copy = std::str::from_utf8(copy).unwrap_or_else(|e| panic!("cut into {len} bytes: {e}: {copy:?}"));
+        assert!(full.starts_with(copy) && copy.len() + 4 >= len.min(full.len() + 1), "cut into {len}: {copy:?}");
+    }
+    close(handle);
+}
+
 #[test]
 fn lock_path_with_a_small_buffer_gives_the_length_it_needs() {
     for scheme in file_schemes() {
