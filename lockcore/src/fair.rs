@@ -11,14 +11,14 @@
 
 use crate::clock::MonoTime;
 use crate::error::{Contention, Error, HolderSummary};
-use crate::turnstile::{Ahead, Place, Ticket, Turnstile, SAFETY_SLICE};
+use crate::turnstile::{Ahead, Place, Ticket, Turnstile, SAFETY_SLICE, STALLED_AFTER_SLICES};
 use crate::wait::{Backoff, Wake, WakeSource, Warnings};
 use core::time::Duration;
 
 /// The most slices a waiter far back in line sleeps between two looks at
 /// the line: the waiter `n` places behind the head looks every `n` slices,
-/// up to this many.
-const FARTHEST_LOOK: u32 = 4;
+/// up to this many, as long as a line stands still before it is stalled.
+const FARTHEST_LOOK: u32 = STALLED_AFTER_SLICES;
 
 /// The longest a waiter in line sleeps between two rounds (each of which
 /// asks its wake source's `arm`, and so its caller's cancellation).
@@ -31,7 +31,8 @@ pub(crate) enum Try {
     /// ordinary attempt, which may wait for the lock until its deadline.
     AsHead,
     /// By the waiter just behind a head that has not taken the lock for a
-    /// whole slice: one look, which leaves nothing behind if it fails.
+    /// whole slice, or the first that can behind a stalled line: one look,
+    /// which leaves nothing behind if it fails.
     Probe,
 }
 
@@ -93,9 +94,10 @@ pub(crate) fn wait_in_line<T>(
                 // look less often, each a slice later than the one before
                 // it, and wake only for their turn.
                 let slice = SAFETY_SLICE * ahead.clamp(1, FARTHEST_LOOK);
-                if line.tried_within(2 * SAFETY_SLICE) {
+                if line.tried_within(2 * SAFETY_SLICE) || line.probed_within(2 * SAFETY_SLICE, Some(mine)) {
                     // The head is at work, waiting for a holder from
-                    // outside the line: that is progress too.
+                    // outside the line, or a waiter ahead is probing past a
+                    // head that is not: that is progress too.
                     seen.1 = now;
                 }
                 if now.since(seen.1) < slice {
@@ -105,7 +107,7 @@ pub(crate) fn wait_in_line<T>(
                     match line.unstick(mine) {
                         Ahead::Nobody => continue,
                         Ahead::Waiters(_) => Some(now.saturating_add(SAFETY_SLICE)),
-                        Ahead::OnlyTheHead => match attempt(Try::Probe) {
+                        Ahead::OnlyTheHead | Ahead::Stalled(_) => match probe(line, mine, &mut attempt) {
                             Ok(value) => {
                                 line.seize(mine);
                                 return Ok((value, Some(mine)));
@@ -193,6 +195,13 @@ fn telling(earlier: Contention, latest: Contention) -> Contention {
         (Contention::Queued { holder: Some(_), .. }, Contention::GuardHeld) => earlier,
         _ => latest,
     }
+}
+
+/// A probe by the owner of `mine`, behind the head, noted in the line first
+/// (see [`Turnstile::probing`]).
+fn probe<T>(line: &Turnstile, mine: Ticket, attempt: &mut impl FnMut(Try) -> Result<T, Error>) -> Result<T, Error> {
+    line.probing(mine);
+    attempt(Try::Probe)
 }
 
 /// The head's attempt, noted in the line first (see [`Turnstile::trying`]).

@@ -21,7 +21,13 @@
 //! passed over, and the waiter just behind a head that does not take the
 //! lock (killed between its turn and its attempt, stopped, holding a lock
 //! that has expired) tries the lock itself and, if it gets it, takes the
-//! head's turn ([`Turnstile::seize`]).
+//! head's turn ([`Turnstile::seize`]). Should that waiter do nothing either
+//! (stopped too, or dead and not yet reaped, which `kill(pid, 0)` counts as
+//! alive), the line is stalled: it has not moved, nor been tried or probed,
+//! for a slice per waiter ahead (up to [`STALLED_AFTER_SLICES`]), and the
+//! first waiter behind that can probes in its place, as does a caller that
+//! will not wait ([`Ahead::Stalled`]). Each probe is noted in the line, so
+//! that those further back leave it to the first that can.
 //!
 //! A slot's claim word holds its ticket and the pid of the process that
 //! took it, written in one compare-and-swap, so that there is no moment in
@@ -70,6 +76,10 @@ pub const SAFETY_SLICE: Duration = Duration::from_millis(10);
 /// waits without a place (it polls).
 pub const SLOTS: u32 = 128;
 
+/// A line with live waiters that has stood still for a slice per waiter,
+/// up to this many slices, is stalled ([`Ahead::Stalled`]).
+pub const STALLED_AFTER_SLICES: u32 = 4;
+
 /// What the file's name adds to the lock's.
 pub const SUFFIX: &[u8] = b".turnstile";
 
@@ -86,6 +96,12 @@ const HOLDER_AT: usize = 200;
 const HOLDING: u64 = 1 << 32;
 /// When a head last tried the lock, in nanoseconds of the monotonic clock.
 const TRIED_AT: usize = 208;
+/// The last probe by a waiter behind the head: its ticket's number in the
+/// high half, the monotonic clock's milliseconds (wrapping) in the low.
+const PROBED_AT: usize = 240;
+/// When `serving` last moved (a turn passed, taken over or seized), in
+/// nanoseconds of the monotonic clock.
+const MOVED_AT: usize = 248;
 const SLOTS_AT: usize = 256;
 /// A slot: the claim (`u64`), then the futex word its waiter sleeps on.
 const SLOT_LEN: usize = 16;
@@ -98,7 +114,12 @@ const NAMED_BY_DEV_AT: usize = 224;
 const NAMED_BY_INO_AT: usize = 232;
 
 const _: () = assert!(HEADER.len() <= NEXT_AT && SLOTS_AT + SLOTS as usize * SLOT_LEN <= FILE_LEN);
-const _: () = assert!(TRIED_AT + 8 <= NAMED_BY_DEV_AT && NAMED_BY_INO_AT + 8 <= SLOTS_AT);
+const _: () = assert!(
+    TRIED_AT + 8 <= NAMED_BY_DEV_AT
+        && NAMED_BY_INO_AT + 8 <= PROBED_AT
+        && PROBED_AT + 8 <= MOVED_AT
+        && MOVED_AT + 8 <= SLOTS_AT
+);
 
 /// The file of a lock others may write: a line that says what it is, and
 /// the id of the segment that holds the words, at [`SEGMENT_ID_AT`].
@@ -149,6 +170,12 @@ pub enum Ahead {
     /// Only a live head, which may not be taking the lock: the caller may
     /// try the lock itself, and [`seize`](Turnstile::seize) the turn.
     OnlyTheHead,
+    /// Live waiters, this many, the head first, in a line that has not
+    /// moved, nor been tried or probed from ahead of the caller, for a
+    /// while: they are stopped, or dead and not yet reaped, as a live
+    /// head's one behind would otherwise have probed. The caller may try
+    /// the lock and seize the turn, as behind a lone head.
+    Stalled(u32),
     /// Live waiters: this many tickets stand before it.
     Waiters(u32),
 }
@@ -332,6 +359,10 @@ impl Turnstile {
             }
             if claim.compare_exchange(old, claim_of(number, pid), SeqCst, SeqCst).is_ok() {
                 let _ = self.next().compare_exchange(number, number.wrapping_add(1), SeqCst, SeqCst);
+                if number == serving {
+                    // The turn is this ticket's at once: the line moved.
+                    self.moved();
+                }
                 return Some(Ticket { number, pid });
             }
         }
@@ -386,7 +417,9 @@ impl Turnstile {
         let held = HOLDING | u64::from(ticket.number);
         let _ = self.map.word64(HOLDER_AT).compare_exchange(held, 0, SeqCst, SeqCst);
         if self.serving().compare_exchange(ticket.number, ticket.number.wrapping_add(1), SeqCst, SeqCst).is_ok() {
-            self.map.word64(PASSED_AT).store(nanos(MonoTime::now()), SeqCst);
+            let now = nanos(MonoTime::now());
+            self.map.word64(PASSED_AT).store(now, SeqCst);
+            self.map.word64(MOVED_AT).store(now, SeqCst);
             self.announce(ticket.number.wrapping_add(1), ticket.pid);
         }
     }
@@ -399,7 +432,48 @@ impl Turnstile {
 
     /// Whether a head tried the lock within `recently`.
     pub fn tried_within(&self, recently: Duration) -> bool {
-        self.since(TRIED_AT).is_some_and(|ago| ago < recently)
+        self.tried_within_at(recently, MonoTime::now())
+    }
+
+    fn tried_within_at(&self, recently: Duration, now: MonoTime) -> bool {
+        self.since_at(TRIED_AT, now).is_some_and(|ago| ago < recently)
+    }
+
+    /// Notes that the owner of `ticket`, behind the head, is probing the
+    /// lock now: those further back leave it to the first of them that can.
+    pub fn probing(&self, ticket: Ticket) {
+        let word = u64::from(ticket.number) << 32 | u64::from(millis(MonoTime::now()));
+        self.map.word64(PROBED_AT).store(word, SeqCst);
+    }
+
+    /// Whether a waiter ahead of `ticket` probed the lock within `recently`
+    /// (with `ticket` `None`: any waiter).
+    pub fn probed_within(&self, recently: Duration, ahead_of: Option<Ticket>) -> bool {
+        self.probed_within_at(recently, ahead_of, MonoTime::now())
+    }
+
+    fn probed_within_at(&self, recently: Duration, ahead_of: Option<Ticket>, now: MonoTime) -> bool {
+        let word = self.map.word64(PROBED_AT).load(SeqCst);
+        let (prober, at) = ((word >> 32) as u32, word as u32);
+        // A stamp from a wrap of the clock ago, or ahead of it, reads as long
+        // past or far off: never as recent for long.
+        let recent = u128::from(millis(now).wrapping_sub(at)) < recently.as_millis();
+        let ahead = ahead_of.map_or(true, |mine| matches!(mine.number.wrapping_sub(prober), 1..SLOTS));
+        word != 0 && recent && ahead
+    }
+
+    /// Stamps the moment `serving` moved other than by a pass.
+    fn moved(&self) {
+        self.map.word64(MOVED_AT).store(nanos(MonoTime::now()), SeqCst);
+    }
+
+    /// Whether the line has stood still for `at_least` as of `now`:
+    /// `serving` has not moved, no head has tried the lock and no waiter
+    /// probed it.
+    fn stalled_for(&self, at_least: Duration, now: MonoTime) -> bool {
+        self.since_at(MOVED_AT, now).map_or(true, |ago| ago >= at_least)
+            && !self.tried_within_at(at_least, now)
+            && !self.probed_within_at(at_least, None, now)
     }
 
     /// When a `window` after the last turn ended closes (the next head
@@ -415,8 +489,13 @@ impl Turnstile {
     /// an earlier boot (the monotonic clock starts again at each), or by
     /// someone who lies, and must not keep the line waiting on it.
     fn since(&self, at: usize) -> Option<Duration> {
+        self.since_at(at, MonoTime::now())
+    }
+
+    /// [`since`](Self::since) as of `now`.
+    fn since_at(&self, at: usize, now: MonoTime) -> Option<Duration> {
         let stamp = self.map.word64(at).load(SeqCst);
-        nanos(MonoTime::now()).checked_sub(stamp).map(Duration::from_nanos)
+        nanos(now).checked_sub(stamp).map(Duration::from_nanos)
     }
 
     /// Gives up a place, wherever it is: the ticket is kept with no owner,
@@ -458,19 +537,29 @@ impl Turnstile {
             // The turn goes to the first live waiter, which gets a slice of
             // its own before anyone behind it may try the lock.
             if self.serving().compare_exchange(head, first_live, SeqCst, SeqCst).is_ok() {
+                self.moved();
                 self.wake(first_live);
             }
             return Ahead::Waiters(behind_it + 1);
         }
+        // The caller comes here only once its place has not moved, nor the
+        // line been tried or probed from ahead of it, for as many slices as
+        // stand before it (up to a few): every live waiter ahead that could
+        // have probed had its chance first.
         match behind_it {
             0 => Ahead::OnlyTheHead,
-            more => Ahead::Waiters(more + 1),
+            more => Ahead::Stalled(more + 1),
         }
     }
 
     /// Who stands in line, as a newcomer would find it: for a caller that
     /// will not wait, and takes no ticket unless it gets the lock.
     pub fn look(&self, me: i32) -> Ahead {
+        self.look_at(me, MonoTime::now())
+    }
+
+    /// [`look`](Self::look) as of `now`.
+    fn look_at(&self, me: i32, now: MonoTime) -> Ahead {
         let head = self.serving().load(SeqCst);
         let out = self.next().load(SeqCst).wrapping_sub(head);
         if out > SLOTS {
@@ -479,6 +568,7 @@ impl Turnstile {
         match (0..out).filter(|&i| self.is_live(head.wrapping_add(i), me)).count() as u32 {
             0 => Ahead::Nobody,
             1 => Ahead::OnlyTheHead,
+            live if self.stalled_for(SAFETY_SLICE * live.min(STALLED_AFTER_SLICES), now) => Ahead::Stalled(live),
             live => Ahead::Waiters(live),
         }
     }
@@ -503,6 +593,7 @@ impl Turnstile {
                 return;
             }
             if self.serving().compare_exchange(head, ticket.number, SeqCst, SeqCst).is_ok() {
+                self.moved();
                 return;
             }
         }
@@ -607,6 +698,12 @@ fn make_segment(fd: &Fd, naming: &sys::FileStat) -> Result<(i32, SharedMapping),
 
 fn nanos(at: MonoTime) -> u64 {
     u64::try_from(at.since(MonoTime::EPOCH).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `at` in milliseconds of the monotonic clock, wrapping: for a stamp that
+/// shares its word with a ticket's number.
+fn millis(at: MonoTime) -> u32 {
+    (nanos(at) / 1_000_000) as u32
 }
 
 fn place_of(number: u32, serving: u32) -> Place {
@@ -774,6 +871,48 @@ mod tests {
         assert_eq!(p.other.place(mine), Place::Passed, "the head it went past queues again");
     }
 
+    /// The monotonic time a turnstile word at `at` holds.
+    fn stamp(t: &Turnstile, at: usize) -> MonoTime {
+        MonoTime::EPOCH.saturating_add(Duration::from_nanos(t.map.word64(at).load(SeqCst)))
+    }
+
+    /// Two live waiters at the head that do nothing (stopped, or dead and
+    /// not reaped): the one behind them may probe, once nobody ahead of it
+    /// has; a try may, once the line has stood still.
+    #[test]
+    fn a_stalled_line_is_probed_by_the_first_that_can() {
+        let p = pair("stalled");
+        let head = p.one.take(me()).unwrap();
+        let second = p.one.take(me()).unwrap();
+        let mine = p.other.take(me()).unwrap();
+        assert_eq!(p.other.unstick(mine), Ahead::Stalled(2), "two live before it, the head unmoved");
+        assert_eq!(p.one.unstick(second), Ahead::OnlyTheHead);
+
+        let moved = stamp(&p.one, MOVED_AT);
+        let still = |slices: u32| moved.saturating_add(SAFETY_SLICE * slices);
+        assert!(moved > MonoTime::EPOCH, "the first ticket was the head at once: the line moved");
+        assert_eq!(p.other.look_at(me(), moved), Ahead::Waiters(3), "a line that just moved");
+        assert_eq!(p.other.look_at(me(), still(2)), Ahead::Waiters(3), "a slice a waiter, three of them");
+        assert_eq!(p.other.look_at(me(), still(3)), Ahead::Stalled(3), "a line that stood still");
+
+        p.one.trying();
+        let tried = stamp(&p.one, TRIED_AT);
+        assert_eq!(p.other.look_at(me(), tried), Ahead::Waiters(3), "a head at work");
+        assert_eq!(p.other.look_at(me(), tried.saturating_add(SAFETY_SLICE * 3)), Ahead::Stalled(3));
+
+        p.one.probing(second);
+        let probed = MonoTime::now();
+        assert!(p.other.probed_within_at(SAFETY_SLICE * 2, Some(mine), probed), "a probe from ahead of it");
+        assert!(!p.other.probed_within_at(SAFETY_SLICE * 2, Some(head), probed), "one from behind the head is not");
+        assert!(!p.other.probed_within_at(SAFETY_SLICE * 2, Some(mine), probed.saturating_add(SAFETY_SLICE * 3)));
+        assert_eq!(p.other.look_at(me(), probed), Ahead::Waiters(3), "a waiter probing past the head");
+
+        let taken = p.other.take_turn(me()).unwrap();
+        assert_eq!(p.one.place(head), Place::Passed, "the stalled queue again");
+        assert_eq!(p.one.place(taken), Place::Head);
+        assert!(stamp(&p.one, MOVED_AT) >= moved, "a seized turn is a move");
+    }
+
     #[test]
     fn a_look_counts_the_live_only() {
         let p = pair("look");
@@ -785,7 +924,9 @@ mod tests {
         let _dead = p.one.take(crate::process::dead_pid()).unwrap();
         assert_eq!(p.other.look(me()), Ahead::OnlyTheHead, "the gone and the dead are nobody");
         let _waiter = p.one.take(me()).unwrap();
-        assert_eq!(p.other.look(me()), Ahead::Waiters(2));
+        // As of the moment the line last moved: a line standing still since
+        // is another test's.
+        assert_eq!(p.other.look_at(me(), stamp(&p.one, MOVED_AT)), Ahead::Waiters(2));
         let taken = p.other.take_turn(me()).unwrap();
         assert_eq!(p.one.place(taken), Place::Head);
         assert_eq!(p.one.place(head), Place::Passed);

@@ -289,3 +289,68 @@ fn at_a_terminal_type_ctrl_c(
     std::io::Write::write_all(&mut typing, b"\x03").unwrap();
     wait_exit(&mut child)
 }
+
+/// A `lockctl run` waiting in line, stopped with SIGSTOP; continued (and
+/// killed, if the test did not wait for it) when dropped.
+struct StoppedWaiter(std::process::Child);
+
+impl StoppedWaiter {
+    /// Starts a waiter for `spec`, waits until the line holds `in_line`
+    /// (the holder counted), and stops it.
+    fn join(spec: &str, in_line: u64) -> StoppedWaiter {
+        let child = lockctl()
+            .args(["run", "-q", spec, "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("the waiter in line", || status_json(spec).1.get("queue_length").u64() >= in_line);
+        send_signal(child.id(), libc::SIGSTOP);
+        StoppedWaiter(child)
+    }
+
+    /// Continues it, and waits for it to take its turn and end.
+    fn resume_and_finish(mut self) -> Option<i32> {
+        send_signal(self.0.id(), libc::SIGCONT);
+        wait_exit(&mut self.0).code()
+    }
+}
+
+impl Drop for StoppedWaiter {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            send_signal(self.0.id(), libc::SIGCONT);
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Two waiters stopped at the head of a lock's line (Ctrl-Z; a process dead
+/// and not yet reaped looks the same to the line), and the lock let go: a
+/// waiter behind them gets it once the line has stood still, and so does a
+/// caller that will not wait; the stopped ones, continued, queue again and
+/// take their turns.
+#[test]
+fn two_stopped_waiters_at_the_head_of_the_line_keep_a_free_lock_from_nobody() {
+    each_of("stopped-line", &file_schemes(), |scheme, dir| {
+        let spec = dir.spec(scheme, "");
+        for caller_waits in [true, false] {
+            let holder = Holder::start(dir, &spec, &[]);
+            let first = StoppedWaiter::join(&spec, 2);
+            let second = StoppedWaiter::join(&spec, 3);
+            assert_eq!(holder.release().code(), 0);
+            if caller_waits {
+                let out = lockctl_run(&["run", "-w", "30", &spec, "--", "true"]);
+                assert_eq!(out.code(), 0, "a waiter behind the stopped line: {out:?}");
+            } else {
+                wait_until("a try to get the free lock past the stopped line", || {
+                    lockctl_run(&["run", "-n", &spec, "--", "true"]).code() == 0
+                });
+            }
+            assert_eq!(first.resume_and_finish(), Some(0), "the first stopped waiter, continued");
+            assert_eq!(second.resume_and_finish(), Some(0), "the second stopped waiter, continued");
+        }
+    });
+}
