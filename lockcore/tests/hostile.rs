@@ -725,3 +725,30 @@ fn hostile_and_damaged_files_on_every_scheme() {
         assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
     });
 }
+
+/// A `flock` holder's own record, written after by another user of a shared
+/// lock while it holds it: the kernel lock says who holds the lock, so
+/// prolong, commit and release go on, by the expiry the holder knows, and
+/// the holder's write puts the guard whole again for the next one.
+#[test]
+fn a_flock_holder_whose_record_is_scribbled_on_still_lets_go() {
+    use lockcore::{CommitOutcome, ProlongOutcome, ReleaseOutcome};
+    use std::io::Write;
+    let dir = TestDir::new("flock-scribbled");
+    let spec = Scheme::Flock.spec(dir.path(), QUERY);
+    let guard = Scheme::Flock.guard_path(dir.path()).expect("flock keeps a guard");
+    let mut lock = open_lock(&spec);
+    lock.try_acquire().unwrap();
+    let scribble = || fs::OpenOptions::new().append(true).open(&guard).unwrap().write_all(b"x").unwrap();
+    scribble();
+    assert!(matches!(open_lock(&spec).inspect(), Err(ref e) if kind_text(e).contains("Corrupt")));
+    assert_eq!(lock.prolong(None).unwrap(), ProlongOutcome::Prolonged);
+    scribble();
+    assert_eq!(lock.run_while_held(&mut || Ok(())).unwrap(), CommitOutcome::Committed);
+    scribble();
+    assert_eq!(lock.release(Duration::ZERO).unwrap(), ReleaseOutcome::Released);
+    let mut next = open_lock(&spec);
+    next.try_acquire().unwrap();
+    assert!(next.inspect().unwrap().holder.is_some_and(|holder| holder.this_handle), "the guard is whole again");
+    assert_eq!(next.release(Duration::ZERO).unwrap(), ReleaseOutcome::Released);
+}

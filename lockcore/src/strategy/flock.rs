@@ -37,6 +37,7 @@
 
 use core::time::Duration;
 
+use crate::clock::Moment;
 use crate::error::{Contention, Error, FileError, FileRole, HolderSummary};
 use crate::files::{self, READ_RECORD_FLAGS};
 use crate::guard::{guard_path, GuardFile, HeldGuard};
@@ -272,6 +273,16 @@ fn read_record(guard: &HeldGuard<'_>) -> Result<Option<Record>, Error> {
     }
 }
 
+/// The expiry of `held`, the holder's acquisition, as its record in the
+/// guard says (a prolong of another handle on it may have moved it), or as
+/// the holder knows it. A record that does not parse (another user of a
+/// shared lock wrote after the guard's line) decides nothing: the kernel
+/// lock says who holds the lock, and the holder's write puts the guard
+/// whole again.
+fn expiry_on_disk(guard: &HeldGuard<'_>, held: &Record) -> Option<Moment> {
+    read_record(guard).ok().flatten().filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires)
+}
+
 impl Strategy for Flock {
     fn open(spec: &Spec, sharing: Sharing) -> Result<Flock, Error> {
         Flock::new(spec, sharing)
@@ -350,7 +361,7 @@ impl Prolong for Flock {
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
         let now = guard.now;
-        let old = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
+        let old = expiry_on_disk(&guard, held);
         let renewed = Record { expires: ttl.map(|ttl| now.saturating_add(ttl)), ..*held };
         guard.store_with_record(Some(&renewed))?;
         held.expires = renewed.expires;
@@ -378,8 +389,7 @@ impl Cooldown for Flock {
             return Ok(ReleaseOutcome::Lost);
         }
         let mut guard = self.state.lock(cx.deadline, cx.me.boot)?;
-        let expires =
-            read_record(&guard)?.filter(|rec| rec.nonce == held.nonce).map_or(held.expires, |rec| rec.expires);
+        let expires = expiry_on_disk(&guard, held);
         guard.set_cooldown(cooldown);
         guard.store_with_record(None)?;
         let now = guard.now;
@@ -406,7 +416,11 @@ impl Commit for Flock {
             return Ok(CommitOutcome::Lost);
         }
         let guard = self.state.lock(cx.deadline, cx.me.boot)?;
-        let on_disk = read_record(&guard)?.filter(|rec| rec.nonce == held.nonce);
+        let on_disk = match read_record(&guard) {
+            Ok(record) => record.filter(|rec| rec.nonce == held.nonce),
+            // Scribbled on: see `expiry_on_disk`.
+            Err(_) => Some(Record { expires: expiry_on_disk(&guard, held), ..*held }),
+        };
         commit_if_current(on_disk, guard.now, action)
     }
 }
