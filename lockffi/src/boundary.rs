@@ -290,6 +290,19 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// `code`, with a message that names the lock `name` (as
+    /// [`Lock::name`] gives it) and says what the code says.
+    pub fn named(code: lock_result, name: &str) -> Failure {
+        Failure::Located { code, errno: None, text: format!("{name}: {}", code_text(code)) }
+    }
+
+    /// [`named`](Self::named), and then `detail`.
+    pub fn named_with(code: lock_result, name: &str, detail: &str) -> Failure {
+        Failure::Located { code, errno: None, text: format!("{name}: {}: {detail}", code_text(code)) }
+    }
+}
+
 /// A code's static text, for a message.
 fn code_text(code: lock_result) -> &'static str {
     code.text().to_str().unwrap_or("")

@@ -87,6 +87,10 @@ pub struct lock_handle {
     pub(crate) cancel: UnsafeCell<Option<Cancel>>,
     /// The watchdogs' lost callbacks running.
     lost_callbacks: Arc<CallbackGate>,
+    /// The lock's name, as its messages give it: written once when the
+    /// handle is made, so that a call that cannot claim the handle (another
+    /// is in it) can still name its lock.
+    name: Box<str>,
 }
 
 /// This process, told from its children of fork(): its incarnation (see
@@ -203,7 +207,8 @@ impl lock_handle {
             return Err(e);
         }
         // SAFETY: as above; each field is written once, before the handle is
-        // used as a lock_handle.
+        // used as a lock_handle; the lock, which `open_in` wrote whole, is
+        // read for its name.
         unsafe {
             addr_of_mut!((*slot).at_exit).write(UnsafeCell::new(None));
             addr_of_mut!((*slot).watchdog).write(UnsafeCell::new(None));
@@ -212,6 +217,8 @@ impl lock_handle {
             addr_of_mut!((*slot).warning).write(UnsafeCell::new(None));
             addr_of_mut!((*slot).cancel).write(UnsafeCell::new(None));
             addr_of_mut!((*slot).lost_callbacks).write(Arc::new(CallbackGate::new()));
+            let name = (*addr_of_mut!((*slot).lock).cast::<Lock>()).name().to_string();
+            addr_of_mut!((*slot).name).write(name.into_boxed_str());
             // Names every field, and so stops compiling when one is added
             // that the writes above leave out.
             let lock_handle {
@@ -223,6 +230,7 @@ impl lock_handle {
                 warning: _,
                 cancel: _,
                 lost_callbacks: _,
+                name: _,
             } = &*slot;
         }
         Ok(slot)
@@ -280,7 +288,7 @@ impl lock_handle {
                 // A caller of this process has it; if it is this very thread,
                 // the close comes from a callback of that call.
                 Err(_) if self.caller_thread.load(Ordering::Acquire) == thread_id() => {
-                    return Err(Failure::Code(lock_result::LOCK_ERR_HANDLE_IN_USE));
+                    return Err(self.in_use_failure());
                 }
                 Err(_) => std::thread::sleep(CLOSE_WAITS_FOR_A_CALL),
             }
@@ -294,9 +302,14 @@ impl lock_handle {
     pub fn claim(&self) -> Result<Claimed<'_>, Failure> {
         self.in_use
             .compare_exchange(0, process_id(), Ordering::Acquire, Ordering::Relaxed)
-            .map_err(|_| Failure::Code(lock_result::LOCK_ERR_HANDLE_IN_USE))?;
+            .map_err(|_| self.in_use_failure())?;
         self.caller_thread.store(thread_id(), Ordering::Release);
         Ok(Claimed { handle: self })
+    }
+
+    /// `LOCK_ERR_HANDLE_IN_USE`, with the lock's name.
+    fn in_use_failure(&self) -> Failure {
+        Failure::named(lock_result::LOCK_ERR_HANDLE_IN_USE, &self.name)
     }
 }
 
@@ -434,7 +447,7 @@ impl Drop for Claimed<'_> {
 pub fn claim_own(handle: &lock_handle) -> Result<Claimed<'_>, Failure> {
     let mut claimed = handle.claim()?;
     match claimed.lock().held_here() {
-        Err(lockcore::Error::Forked) => Err(Failure::Core(lockcore::Error::Forked)),
+        Err(lockcore::Error::Forked) => Err(lockcore::Error::Forked).at(claimed.lock()),
         _ => Ok(claimed),
     }
 }

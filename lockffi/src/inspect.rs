@@ -206,7 +206,8 @@ pub unsafe extern "C" fn lock_path(
         let path = lock.path().at(lock)?.as_bytes();
         write_optional(len_out, path.len());
         if path.len() >= buf_len {
-            return Err(Failure::Code(lock_result::LOCK_ERR_BUFFER_TOO_SMALL));
+            let need = format!("the path and its terminator need {} bytes, buf_len is {buf_len}", path.len() + 1);
+            return Err(Failure::named_with(lock_result::LOCK_ERR_BUFFER_TOO_SMALL, &lock.name().to_string(), &need));
         }
         // SAFETY: `buf` has `buf_len > path.len()` writable bytes by contract.
         unsafe {

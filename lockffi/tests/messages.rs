@@ -26,7 +26,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use lockcore::Scheme;
 use lockffi::{
-    lock_acquire, lock_close, lock_handle, lock_last_error_message, lock_open, lock_path, lock_result, lock_try_acquire,
+    lock_acquire, lock_close, lock_handle, lock_last_error_message, lock_open, lock_path, lock_result, lock_set_cancel,
+    lock_try_acquire,
 };
 
 /// Names the directory a re-executed child of this binary works in.
@@ -438,7 +439,12 @@ fn lock_path_with_a_small_buffer_gives_the_length_it_needs() {
         assert_eq!(len, lock.len(), "{}: the length needed, without the terminator", scheme.name());
         assert!(buf.iter().all(|&b| b == 0x55), "{}: the buffer was written", scheme.name());
         let text = message();
-        assert!(text.starts_with("lock_path: ") && text.contains("too small"), "{}: {text:?}", scheme.name());
+        let needs = format!("need {} bytes, buf_len is 8", lock.len() + 1);
+        assert!(
+            text.starts_with(&format!("lock_path: {lock}: ")) && text.contains("too small") && text.contains(&needs),
+            "{}: {text:?}",
+            scheme.name()
+        );
         let mut room = vec![0 as c_char; len + 1];
         // SAFETY: as above, with room for the path and its terminator.
         let rc = unsafe { lock_path(h, room.as_mut_ptr(), room.len(), &mut len) };
@@ -581,4 +587,41 @@ fn a_close_whose_release_cannot_get_the_guard_says_so() {
         runs.into_iter().flat_map(|run| run.join().unwrap_or_else(|_| vec!["panicked".to_owned()])).collect()
     });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What a call made on a handle that is in another call (here, from the
+/// cancel callback of its own wait) answered, and its message.
+static IN_USE: std::sync::Mutex<Option<(lock_result, String)>> = std::sync::Mutex::new(None);
+
+/// A cancel callback that calls `lock_path` on the handle waiting, notes
+/// what it answered, and cancels the wait.
+unsafe extern "C" fn path_of_the_waiting_handle(context: *mut std::ffi::c_void) -> bool {
+    let mut buf = [0 as c_char; 512];
+    // SAFETY: the handle the test gave as context, live while it waits; a
+    // buffer of its length; the length is not wanted.
+    let rc = unsafe { lock_path(context.cast(), buf.as_mut_ptr(), buf.len(), std::ptr::null_mut()) };
+    *IN_USE.lock().unwrap() = Some((rc, message()));
+    true
+}
+
+/// A call on a handle that another call is in answers
+/// `LOCK_ERR_HANDLE_IN_USE` with a message that names the lock.
+#[test]
+fn a_handle_in_another_call_is_named() {
+    let dir = Dir::new("in-use");
+    let s = spec(Scheme::Lease, &dir.0, "");
+    let (lock, _) = paths(&s);
+    let (holder, waiter) = (open(&s), open(&s));
+    assert_eq!(try_acquire(holder), lock_result::LOCK_OK);
+    // SAFETY: a live handle, a callback of the right type, the handle itself
+    // as its context (live until closed below).
+    let set = unsafe { lock_set_cancel(waiter, Some(path_of_the_waiting_handle), waiter.cast()) };
+    assert_eq!(set, lock_result::LOCK_OK);
+    // SAFETY: a live handle; the fence is not wanted.
+    assert_eq!(unsafe { lock_acquire(waiter, 5000, std::ptr::null_mut()) }, lock_result::LOCK_CANCELLED);
+    let (rc, text) = IN_USE.lock().unwrap().take().expect("the callback ran");
+    assert_eq!(rc, lock_result::LOCK_ERR_HANDLE_IN_USE);
+    assert!(text.starts_with(&format!("lock_path: {lock}: ")), "{text:?}");
+    assert_eq!(close(waiter), lock_result::LOCK_OK);
+    assert_eq!(close(holder), lock_result::LOCK_OK);
 }
