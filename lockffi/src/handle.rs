@@ -320,9 +320,11 @@ pub struct Claimed<'a> {
 
 impl Claimed<'_> {
     pub fn lock(&mut self) -> &mut Lock {
-        // SAFETY: `in_use` was swapped from false to true by `claim` and is
-        // reset only when this value drops, so no other reference to the
-        // Lock exists while this one lives.
+        // SAFETY: `claim` (or `claim_for_close`) swapped `in_use` from 0 to
+        // this process's id, and it goes back to 0 only when this value
+        // drops; another thread of this process finds it taken, and a child
+        // of fork() has a copy of the handle, not this one. So no other
+        // reference to the Lock exists while this one lives.
         unsafe { &mut *self.handle.lock.get() }
     }
 
