@@ -338,6 +338,13 @@ pub enum Contention {
     /// the call could wait: a process stopped inside one of its few system
     /// calls, or another user who can open that file and holds it locked.
     GuardHeld,
+    /// Another process holds a lease (`fcntl(F_SETLEASE)`) on one of the
+    /// lock's files, which only the file's owner can take: an open for this
+    /// call would have to wait for the lease to go. The open asks the
+    /// kernel to break it (the holder is told, and loses it after the
+    /// system's lease-break time), and the call tries again, by its
+    /// deadline, as for a guard held.
+    Leased,
     /// Another process made the lock between this one's look and its create
     /// (only a program that does not take the guard can).
     Raced,
@@ -708,6 +715,10 @@ impl fmt::Display for Contention {
             Contention::GuardHeld => f.write_str(
                 "another process kept the lock's guard locked for as long as this call could wait \
                  (stopped inside a guard section, or another user holding the guard)",
+            ),
+            Contention::Leased => f.write_str(
+                "another process holds a lease on one of the lock's files (fcntl F_SETLEASE, which only \
+                 the file's owner can take); the kernel has asked it to give the lease up",
             ),
             Contention::Raced => f.write_str("a program that takes no guard made the lock at the same moment"),
         }

@@ -146,10 +146,22 @@ pub fn open_state_file(
                     Err(e) => return Err(FileError::from_errno(role, path, e)),
                 }
             }
-            Err(e) => return Err(FileError::from_errno(role, path, e)),
+            Err(e) => return Err(open_error(role, path, e)),
         }
     }
     Err(FileError::from_errno(role, path, Errno::ENOENT))
+}
+
+/// The error of an `O_NONBLOCK` open of the lock's file `path`. `EAGAIN`
+/// says another process holds a lease on the file (`fcntl(F_SETLEASE)`,
+/// its owner's to take) that the open would have to wait out: the lock is
+/// busy, the open has asked the kernel to break the lease, and the call may
+/// try again by its deadline.
+pub fn open_error(role: FileRole, path: &CPath, errno: Errno) -> Error {
+    match errno {
+        Errno::EAGAIN => Error::Busy(crate::error::Contention::Leased),
+        _ => FileError::from_errno(role, path, errno),
+    }
 }
 
 /// Checks the directory that holds `path` ([`Sharing::check_dir`]), and

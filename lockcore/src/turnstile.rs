@@ -664,8 +664,9 @@ fn lives(pid: i32, me: i32) -> bool {
 /// surface: without a turnstile the lock still works.
 fn open_file(path: &CPath, sharing: Sharing, initial: &[u8]) -> Result<(Fd, sys::FileStat), Unusable> {
     files::open_state_file(path, FileRole::Guard, sharing, initial, 0).map_err(|e| match e.kind() {
-        // The directory is missing: the attempt says so.
-        crate::error::ErrorKind::NotFound => Unusable::Missing,
+        // The directory is missing: the attempt says so. Leased to another
+        // process for now: looked at again later, as a missing one.
+        crate::error::ErrorKind::NotFound | crate::error::ErrorKind::Busy => Unusable::Missing,
         _ => Unusable::Never,
     })
 }

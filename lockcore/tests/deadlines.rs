@@ -541,3 +541,97 @@ fn another_user_who_may_read_the_guard_cannot_wedge_the_lock() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A child of this process that holds a read lease (`fcntl(F_SETLEASE)`,
+/// which the file's owner may take) on `path` until dropped, when it is
+/// killed: every open of the file for writing by another process would
+/// wait for the lease to go. The child ignores the SIGIO that tells it to
+/// give the lease up, as a hostile owner would.
+struct LeaseHolder(libc::pid_t);
+
+impl LeaseHolder {
+    fn start(path: &Path) -> LeaseHolder {
+        let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        let mut ready = [0; 2];
+        // SAFETY: a pipe into an array of two descriptors.
+        assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
+        // SAFETY: the child makes only async-signal-safe calls (signal,
+        // close, open, fcntl, nanosleep, write, pause) on memory made before
+        // the fork.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::signal(libc::SIGIO, libc::SIG_IGN);
+                // A read lease is refused while any process has the file open
+                // for writing: first the copies this child got of the test's
+                // descriptors; then, a few times over, the moment another
+                // test's child holds one between its fork and its exec.
+                for fd in 3..4096 {
+                    if fd != ready[1] {
+                        libc::close(fd);
+                    }
+                }
+                let mut leased = false;
+                for _ in 0..200 {
+                    let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+                    leased = fd >= 0 && libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) == 0;
+                    if leased {
+                        break;
+                    }
+                    libc::close(fd);
+                    let pause = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+                    libc::nanosleep(&pause, std::ptr::null_mut());
+                }
+                let said = [u8::from(leased)];
+                libc::write(ready[1], said.as_ptr().cast(), 1);
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+        let holder = LeaseHolder(pid);
+        let mut said = [0u8];
+        // SAFETY: the read end of a pipe the child writes one byte to (other
+        // threads' children may hold its write end too: the byte comes all
+        // the same).
+        let read = unsafe { libc::read(ready[0], said.as_mut_ptr().cast(), 1) };
+        // SAFETY: descriptors this process uses no more.
+        unsafe {
+            libc::close(ready[0]);
+            libc::close(ready[1]);
+        }
+        assert_eq!((read, said[0]), (1, 1), "the child could not take a read lease on {path:?}");
+        holder
+    }
+}
+
+impl Drop for LeaseHolder {
+    fn drop(&mut self) {
+        // SAFETY: the child this value made; its death lets the lease go.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+            libc::waitpid(self.0, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// A lease that another process holds on the file that orders the lock's
+/// changes makes the lock busy, as a guard held does, never an I/O error:
+/// tries and acquisitions answer by their deadlines, and once the lease is
+/// gone the lock is taken.
+#[test]
+fn a_lease_on_the_lock_s_file_is_waited_for_as_a_guard_held() {
+    each_scheme_at_once("deadlines-lease", |scheme, dir| {
+        let (spec, lock) = made_lock(scheme, dir.path(), "ttl=1h");
+        // Its descriptors closed: a read lease needs no writer to be open.
+        drop(lock);
+        let holder = LeaseHolder::start(&scheme.state_path(dir.path()));
+        let mut lock = open_lock(&spec);
+        check_acquisitions(&mut lock, |c| *c == Contention::Leased, "leased");
+        drop(holder);
+        lock.try_acquire().unwrap_or_else(|e| panic!("once the lease is gone: {e:?}"));
+        assert_eq!(lock.release(Duration::ZERO), Ok(ReleaseOutcome::Released));
+    });
+}

@@ -124,7 +124,8 @@ pub fn code_of(error: &Error) -> u8 {
         // Busy and Timeout reach here only from calls that do not acquire
         // (inspect, break, release): their guard stayed held.
         ErrorKind::Busy | ErrorKind::Timeout => match error {
-            Error::Busy(Contention::GuardHeld) | Error::Timeout(Contention::GuardHeld) => TEMP_FAIL,
+            Error::Busy(Contention::GuardHeld | Contention::Leased)
+            | Error::Timeout(Contention::GuardHeld | Contention::Leased) => TEMP_FAIL,
             _ => CONFLICT,
         },
         // A wait ended by a signal; lockctl reports the signal itself.

@@ -104,7 +104,7 @@ impl Flock {
                         Err(e) => return Err(FileError::from_errno(role, &self.path, e)),
                     }
                 }
-                Err(e) => return Err(FileError::from_errno(role, &self.path, e)),
+                Err(e) => return Err(files::open_error(role, &self.path, e)),
             };
             let stat = sys::fstat(fd.fd()).map_err(|e| FileError::io(role, e))?;
             if !stat.is_file() && !stat.is_dir() {
