@@ -8,9 +8,10 @@
 //! lock was kept throughout, not lost.
 //!
 //! * `flock`: its state lives in `<target>.guard`, not in the target, which
-//!   is never written; the holder's record after the guard line is damaged
-//!   (`Corrupt(Record)`). The kernel lock must still be held, so the other
-//!   handle is told `Busy`.
+//!   is never written; the guard line is damaged (`Corrupt(GuardState)`;
+//!   the holder's record after it decides nothing, the kernel lock does).
+//!   The kernel lock must still be held, so the other handle is told
+//!   `Busy`.
 //! * `lockfile`, `mkdir`, `symlink`: the guard line (`Corrupt(GuardState)`);
 //!   the other handle is refused by the same damage.
 //! * `lease`, `toplock`: the lease line, the queue's header
@@ -26,7 +27,6 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use common::*;
-use lockcore::internals::GUARD_RECORD_LEN;
 use lockcore::{CorruptKind, ErrorKind, FileRole};
 
 /// Where in its state file (`intact`, as the holder left it) the scheme
@@ -34,10 +34,10 @@ use lockcore::{CorruptKind, ErrorKind, FileRole};
 /// and what the damage is refused as.
 fn what_a_release_reads(scheme: Scheme, intact: &[u8]) -> (u64, FileRole, CorruptKind) {
     match scheme {
-        // The holder's record, after the guard line.
-        Scheme::Flock => (GUARD_RECORD_LEN as u64, FileRole::Guard, CorruptKind::Record),
         // The guard line, after its marker `lockguard 2 `.
-        Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink => (12, FileRole::Guard, CorruptKind::GuardState),
+        Scheme::Flock | Scheme::Lockfile | Scheme::Mkdir | Scheme::Symlink => {
+            (12, FileRole::Guard, CorruptKind::GuardState)
+        }
         // The line after `lease 2 `, the header after `H 4 `.
         Scheme::Lease => (8, FileRole::Lock, CorruptKind::Record),
         Scheme::Toplock => (4, FileRole::Lock, CorruptKind::Record),
