@@ -302,12 +302,26 @@ impl Lock {
     }
 
     /// [`try_acquire`](Self::try_acquire)'s one attempt, behind nobody in
-    /// `line`: a ticket is taken only with the lock.
+    /// `line`, or behind a line that stands still: a ticket is taken only
+    /// with the lock.
     fn try_in_line(&mut self, line: &Turnstile, deadline: MonoTime) -> Result<Acquired, Error> {
-        if let Ahead::Waiters(ahead) = line.look(self.pid) {
-            return Err(Error::Busy(Contention::Queued { ahead, holder: None }));
-        }
-        let acquired = self.attempt(deadline, Some(TRY_PATIENCE), false, Patience::Once)?;
+        let stalled = match line.look(self.pid) {
+            Ahead::Waiters(ahead) => return Err(Error::Busy(Contention::Queued { ahead, holder: None })),
+            Ahead::Stalled(ahead) => Some(ahead),
+            Ahead::Nobody | Ahead::OnlyTheHead => None,
+        };
+        let acquired = match (self.attempt(deadline, Some(TRY_PATIENCE), false, Patience::Once), stalled) {
+            // Not got past a stalled line: as busy as behind a moving one,
+            // with the holder the attempt found.
+            (Err(Error::Busy(why)), Some(ahead)) => {
+                let holder = match why {
+                    Contention::Held(holder) => Some(holder),
+                    _ => None,
+                };
+                return Err(Error::Busy(Contention::Queued { ahead, holder }));
+            }
+            (result, _) => result?,
+        };
         self.turn = line.take_turn(self.pid);
         if let Some(turn) = self.turn {
             line.hold(turn);

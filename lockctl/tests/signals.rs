@@ -340,6 +340,14 @@ fn two_stopped_waiters_at_the_head_of_the_line_keep_a_free_lock_from_nobody() {
             let holder = Holder::start(dir, &spec, &[]);
             let first = StoppedWaiter::join(&spec, 2);
             let second = StoppedWaiter::join(&spec, 3);
+            // While the lock is held, a try is busy, queued behind them,
+            // before the line counts as stalled and after.
+            let trying = std::time::Instant::now();
+            while trying.elapsed() < std::time::Duration::from_millis(100) {
+                let out = lockctl_run(&["run", "-n", &spec, "--", "true"]);
+                assert_eq!(out.code(), CONFLICT, "a try while the lock is held: {out:?}");
+                assert!(out.stderr.contains("queued ahead"), "a try while the lock is held: {out:?}");
+            }
             assert_eq!(holder.release().code(), 0);
             if caller_waits {
                 let out = lockctl_run(&["run", "-w", "30", &spec, "--", "true"]);
