@@ -418,8 +418,9 @@ impl Commit for Flock {
         let guard = self.state.lock(cx.deadline, cx.me.boot)?;
         let on_disk = match read_record(&guard) {
             Ok(record) => record.filter(|rec| rec.nonce == held.nonce),
-            // Scribbled on: see `expiry_on_disk`.
-            Err(_) => Some(Record { expires: expiry_on_disk(&guard, held), ..*held }),
+            // Scribbled on: the holder's own record decides, as in
+            // `expiry_on_disk`.
+            Err(_) => Some(*held),
         };
         commit_if_current(on_disk, guard.now, action)
     }
