@@ -290,13 +290,20 @@ fn at_a_terminal_type_ctrl_c(
     wait_exit(&mut child)
 }
 
+/// How long a look at a lock waits for its guard: a guard section lasts a
+/// few system calls.
+const GUARD_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// A `lockctl run` waiting in line, stopped with SIGSTOP; continued (and
 /// killed, if the test did not wait for it) when dropped.
 struct StoppedWaiter(std::process::Child);
 
 impl StoppedWaiter {
     /// Starts a waiter for `spec`, waits until the line holds `in_line`
-    /// (the holder counted), and stops it.
+    /// (the holder counted), and stops it outside the few system calls in
+    /// which it holds the lock's guard (a probe of the lock, a try of the
+    /// head): a waiter stopped inside one keeps every other caller busy,
+    /// which is the guard's case, not the line's.
     fn join(spec: &str, in_line: u64) -> StoppedWaiter {
         let child = lockctl()
             .args(["run", "-q", spec, "--", "true"])
@@ -306,7 +313,16 @@ impl StoppedWaiter {
             .spawn()
             .unwrap();
         wait_until("the waiter in line", || status_json(spec).1.get("queue_length").u64() >= in_line);
-        send_signal(child.id(), libc::SIGSTOP);
+        let mut look = lockcore::Lock::open(spec.as_bytes()).unwrap();
+        wait_until("the waiter stopped outside a guard section", || {
+            send_signal(child.id(), libc::SIGSTOP);
+            let guard_held =
+                matches!(look.inspect_within(GUARD_LOOK), Err(lockcore::Error::Busy(lockcore::Contention::GuardHeld)));
+            if guard_held {
+                send_signal(child.id(), libc::SIGCONT);
+            }
+            !guard_held
+        });
         StoppedWaiter(child)
     }
 
